@@ -1,0 +1,91 @@
+"""The vocabulary of the context engine: items, their lifecycle and projections.
+
+An item is one stored conversation element (a message, a tool result, a note...).
+The engine only ever sees its metadata; the exact content lives in PostgreSQL
+(or, in the offline replay, in memory) under ``item.id``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Kind(StrEnum):
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL_RESULT = "tool_result"
+    NOTE = "note"  # pinned note written by the user or the agent
+    DECISION = "decision"  # decision / constraint
+    HANDOFF = "handoff"  # structured result of a subagent lane
+    MEMORY = "memory"  # the one live long-term memory
+    SUMMARY = "summary"  # rolling summary of pinned user messages and notes
+    CHECKPOINT = "checkpoint"  # what the deterministic fallback keeps of archived history
+    CAPABILITY = "capability"  # tool schema or skill body
+
+
+# Kinds whose items the engine knows how to reclaim. Anything else is pinned.
+KNOWN_KINDS: frozenset[str] = frozenset(k.value for k in Kind)
+
+
+class Lifecycle(StrEnum):
+    PINNED = "pinned"  # never evicted by passes 1-2
+    ACTIVE = "active"  # in the working set
+    RETAINED = "retained"  # in the working set but reclaimable
+    ARCHIVED = "archived"  # out of the working set; exact content still stored
+
+
+class Projection(StrEnum):
+    FULL = "full"
+    COMPACT = "compact"  # head + tail with the observation address between
+    REFERENCE = "reference"  # "Earlier <tool> output was compacted. Full output: observation://..."
+    MINIMAL_REFERENCE = "minimal-reference"  # the address alone (overflow ladder)
+    OMITTED = "omitted"
+
+
+class ToolClass(StrEnum):
+    """Eviction priority of a tool exchange: earlier members are evicted first."""
+
+    WRITE = "write"
+    READ = "read"
+    RUN = "run"
+    ERROR = "error"
+
+
+class Item(BaseModel):
+    """Metadata of one conversation item (never its content)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    seq: int  # position in the lane; strictly increasing
+    kind: str  # a Kind value; unknown strings are pinned
+    role: str  # how it renders: system / user / assistant / tool
+    lifecycle: Lifecycle = Lifecycle.ACTIVE
+    projection: Projection = Projection.FULL
+    reason: str = "added"  # why it is in its current state
+    # token cost per projection; OMITTED always costs 0
+    tokens: dict[Projection, int] = Field(default_factory=dict)
+    group: int | None = None  # seq of the assistant turn this item belongs to
+    task: str | None = None
+    episode: str | None = None
+    size_chars: int = 0
+    # tool traffic
+    tool_name: str | None = None
+    tool_call_ids: list[str] = Field(default_factory=list)
+    tool_class: ToolClass | None = None
+    exit_code: int | None = None
+    observation_id: str | None = None  # "obs-..." for tool results and oversized input
+    # capability context
+    scope: str | None = None  # "step" or "task"
+
+    def cost(self, projection: Projection | None = None) -> int:
+        p = projection or self.projection
+        if p == Projection.OMITTED:
+            return 0
+        if p in self.tokens:
+            return self.tokens[p]
+        # a projection that was never measured falls back to the cheapest measured larger one
+        return self.tokens.get(Projection.FULL, 0)
