@@ -1,0 +1,519 @@
+"""PostgreSQL data plane: exact item content, event log, observations, checkpoints.
+
+Every write takes an id chosen by the caller (the workflow) and inserts with
+``ON CONFLICT DO NOTHING``: a retried activity never duplicates a row, and a
+re-write of an existing id with different content never overwrites it (the
+write reports "not inserted" and a warning names the ids, never the content).
+
+Content columns are ``jsonb``. PostgreSQL's text types cannot hold NUL characters
+or lone surrogates, so values containing them are stored in a lossless wrapper
+(JSON) or as bytes (observations) and decoded transparently. ``jsonb`` does not
+keep object key order; keep anything that must stay byte-identical (tool-call
+arguments) as a string.
+
+Connections dropped by a server restart are retried (every operation here is
+idempotent) for up to ``retry_for`` seconds while asyncpg's pool reconnects,
+then :class:`StoreUnavailable` is raised. (A write retried after its connection
+died mid-commit may report "not inserted" for a row the lost attempt wrote.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from importlib.resources import files
+from typing import Any, TypeVar
+
+import asyncpg
+from pydantic import BaseModel, Field
+
+from worker.settings import redact_url
+
+log = logging.getLogger(__name__)
+
+MAX_RECALL_CHARS = 65_536
+DEFAULT_RECALL_CHARS = 16_384
+MIGRATION_LOCK_KEY = 0x6C616E6573  # "lanes": pg_advisory_xact_lock key for migrations
+_INT4_MAX = 2**31 - 1
+_WRAP_KEY = "__lanes_json_b64__"  # lossless wrapper for JSON that jsonb would reject
+
+T = TypeVar("T")
+
+
+class StoreError(RuntimeError):
+    """Base class of the store's errors."""
+
+
+class StoreUnavailable(StoreError):
+    """PostgreSQL could not be reached (after retrying)."""
+
+
+class MigrationError(StoreError):
+    pass
+
+
+class SessionNotFound(StoreError, LookupError):
+    pass
+
+
+class ObservationNotFound(StoreError, LookupError):
+    pass
+
+
+class CheckpointNotFound(StoreError, LookupError):
+    pass
+
+
+class ObservationConflict(StoreError):
+    """An observation id already belongs to another session."""
+
+
+class ItemRow(BaseModel):
+    item_id: str = Field(min_length=1)
+    lane: str = Field(min_length=1)
+    seq: int = Field(ge=0)
+    kind: str
+    role: str
+    content: dict[str, Any]  # {text, tool_calls, tool_call_id, tool_name} + small metadata
+    created_at: datetime | None = None  # set by the database
+
+
+class EventRow(BaseModel):
+    lane: str = Field(min_length=1)
+    seq: int = Field(ge=0)
+    event_id: str = Field(min_length=1)
+    kind: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class StoredEvent(EventRow):
+    id: int  # global, increasing; per session in commit order
+    session_id: str
+    created_at: datetime
+
+
+class ObservationMeta(BaseModel):
+    session_id: str
+    obs_id: str
+    item_id: str
+    size_chars: int
+    size_bytes: int  # UTF-8
+    sha256: str  # of the UTF-8 bytes
+    created_at: datetime
+    inserted: bool = False  # True only in the result of the put that created it
+
+
+class ObservationSlice(BaseModel):
+    obs_id: str
+    offset: int
+    limit: int  # effective limit (after capping)
+    text: str
+    total_chars: int
+    next_offset: int | None  # None at the end
+    eof: bool
+
+
+# --- JSON codec ---------------------------------------------------------------------
+
+def encode_json(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+        clean = "\\u0000" not in text
+    except UnicodeEncodeError:  # lone surrogates
+        clean = False
+    if clean:
+        return text
+    raw = json.dumps(value, allow_nan=False).encode("ascii")  # escapes everything
+    return json.dumps({_WRAP_KEY: base64.b64encode(raw).decode("ascii")})
+
+
+def decode_json(text: str) -> Any:
+    value = json.loads(text)
+    if isinstance(value, dict) and len(value) == 1 and _WRAP_KEY in value:
+        return json.loads(base64.b64decode(value[_WRAP_KEY]))
+    return value
+
+
+def _encode_text(text: str) -> tuple[bytes, bool]:
+    """UTF-8 bytes of ``text`` and whether PostgreSQL's text type can hold it."""
+    try:
+        return text.encode("utf-8"), "\x00" not in text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass"), False
+
+
+# --- migrations ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def load_migrations() -> list[Migration]:
+    found: dict[int, Migration] = {}
+    for entry in files("activities").joinpath("migrations").iterdir():
+        m = re.fullmatch(r"(\d{4})_([A-Za-z0-9_]+)\.sql", entry.name)
+        if not m:
+            continue
+        version = int(m.group(1))
+        if version in found:
+            raise MigrationError(f"two migrations with version {version:04d}: {found[version].name}, {entry.name}")
+        found[version] = Migration(version, entry.name, entry.read_text(encoding="utf-8"))
+    return [found[v] for v in sorted(found)]
+
+
+async def apply_migrations(conn: asyncpg.Connection) -> list[str]:
+    """Apply pending migrations in one transaction; returns the names applied."""
+    applied_now: list[str] = []
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY,"
+            " name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {r["version"]: r for r in await conn.fetch("SELECT version, name, checksum FROM schema_migrations")}
+        for mig in load_migrations():
+            if mig.version in done:
+                if done[mig.version]["checksum"] != mig.checksum:
+                    raise MigrationError(
+                        f"migration {mig.name} changed after it was applied to this database; "
+                        "add a new migration instead (or recreate a throwaway database)"
+                    )
+                continue
+            await conn.execute(mig.sql)
+            await conn.execute(
+                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                mig.version, mig.name, mig.checksum,
+            )
+            applied_now.append(mig.name)
+    if applied_now:
+        log.info("applied migrations: %s", ", ".join(applied_now))
+    return applied_now
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for typ in ("jsonb", "json"):
+        await conn.set_type_codec(typ, encoder=encode_json, decoder=decode_json, schema="pg_catalog")
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    if isinstance(exc, (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError,
+                        asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
+                        asyncpg.TooManyConnectionsError, ConnectionError, OSError)):
+        return not isinstance(exc, asyncpg.ConnectionRejectionError)  # e.g. bad password
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+
+# --- the store ----------------------------------------------------------------------
+
+class Store:
+    def __init__(self, pool: asyncpg.Pool, *, retry_for: float = 15.0) -> None:
+        self._pool = pool
+        self.retry_for = retry_for
+        self.loop = asyncio.get_running_loop()
+
+    @classmethod
+    async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10,
+                   application_name: str = "context-lanes", retry_for: float = 15.0) -> "Store":
+        """Create the pool and apply pending migrations."""
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=min_size, max_size=max_size, init=_init_connection,
+                server_settings={"application_name": application_name},
+            )
+        except Exception as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL at {redact_url(dsn)}: {exc!r}") from exc
+        store = cls(pool, retry_for=retry_for)
+        try:
+            async with pool.acquire() as conn:
+                encoding = await conn.fetchval("SHOW server_encoding")
+                if encoding != "UTF8":
+                    raise StoreError(f"database encoding is {encoding}; Context Lanes needs UTF8")
+                await apply_migrations(conn)
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    @property
+    def closed(self) -> bool:
+        return self._pool.is_closing()
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self._pool.close(), timeout=10)
+        except Exception:  # includes the timeout
+            self._pool.terminate()
+
+    async def _run(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], session_id: str | None = None) -> T:
+        """Run ``fn`` on a pooled connection, retrying while the server is unreachable."""
+        deadline = self.loop.time() + self.retry_for
+        delay = 0.1
+        while True:
+            try:
+                async with self._pool.acquire() as conn:
+                    try:
+                        return await fn(conn)
+                    except asyncpg.InternalClientError as exc:  # asyncpg's state error on a dead socket
+                        if not conn.is_closed():
+                            raise
+                        raise ConnectionResetError(f"connection lost: {exc}") from exc
+            except asyncpg.ForeignKeyViolationError as exc:
+                raise SessionNotFound(f"session {session_id!r} does not exist; call ensure_session first") from exc
+            except Exception as exc:
+                if not _is_connection_error(exc) or self.closed:
+                    raise
+                if self.loop.time() + delay > deadline:
+                    raise StoreUnavailable(f"PostgreSQL unavailable for {self.retry_for:.0f}s: {exc!r}") from exc
+                log.warning("PostgreSQL connection lost (%r); retrying in %.1fs", exc, delay)
+                await self._pool.expire_connections()  # replace every stale idle connection
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    async def ping(self) -> bool:
+        try:
+            async with self._pool.acquire(timeout=5) as conn:
+                return await conn.fetchval("SELECT 1", timeout=5) == 1
+        except Exception:
+            return False
+
+    # --- sessions -------------------------------------------------------------------
+
+    async def ensure_session(self, session_id: str, tenant: str = "default", config: dict | None = None) -> None:
+        await self._run(lambda c: c.execute(
+            "INSERT INTO sessions (session_id, tenant, config) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            session_id, tenant, config or {},
+        ))
+
+    # --- items ----------------------------------------------------------------------
+
+    async def put_items(self, session_id: str, rows: list[ItemRow]) -> int:
+        """Insert items; returns how many were new (existing ids are left untouched)."""
+        if not rows:
+            return 0
+        inserted = await self._run(lambda c: c.fetch(
+            """INSERT INTO items (session_id, item_id, lane, seq, kind, role, content)
+               SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[])
+               ON CONFLICT DO NOTHING RETURNING item_id""",
+            session_id, [r.item_id for r in rows], [r.lane for r in rows], [r.seq for r in rows],
+            [r.kind for r in rows], [r.role for r in rows], [r.content for r in rows],
+        ), session_id)
+        if len(inserted) < len(rows):
+            await self._warn_item_conflicts(session_id, rows, {r["item_id"] for r in inserted})
+        return len(inserted)
+
+    async def _warn_item_conflicts(self, session_id: str, rows: list[ItemRow], new: set[str]) -> None:
+        skipped = [r for r in rows if r.item_id not in new]
+        existing = await self.get_items(session_id, [r.item_id for r in skipped])
+        fields = ("lane", "seq", "kind", "role", "content")
+        differ = [r.item_id for r in skipped
+                  if r.item_id not in existing or r.model_dump(include=set(fields)) !=
+                  existing[r.item_id].model_dump(include=set(fields))]
+        if differ:
+            log.warning("session %s: items not written, id or (lane, seq) already taken by different "
+                        "content: %s", session_id, differ[:20])
+
+    async def get_items(self, session_id: str, item_ids: list[str]) -> dict[str, ItemRow]:
+        rows = await self._run(lambda c: c.fetch(
+            "SELECT item_id, lane, seq, kind, role, content, created_at FROM items"
+            " WHERE session_id = $1 AND item_id = ANY($2::text[])", session_id, list(item_ids)))
+        return {r["item_id"]: ItemRow(**dict(r)) for r in rows}
+
+    async def list_items(self, session_id: str, lane: str | None = None, after_seq: int = -1,
+                         limit: int = 1000) -> list[ItemRow]:
+        """Items by (lane, seq); page with ``after_seq`` within one lane."""
+        rows = await self._run(lambda c: c.fetch(
+            "SELECT item_id, lane, seq, kind, role, content, created_at FROM items"
+            " WHERE session_id = $1 AND ($2::text IS NULL OR lane = $2) AND seq > $3"
+            " ORDER BY lane, seq LIMIT $4", session_id, lane, after_seq, _check_limit(limit)))
+        return [ItemRow(**dict(r)) for r in rows]
+
+    async def count_items(self, session_id: str) -> int:
+        return await self._run(lambda c: c.fetchval("SELECT count(*) FROM items WHERE session_id = $1", session_id))
+
+    async def item_ids(self, session_id: str) -> list[str]:
+        """Every stored item id of the session, by (lane, seq)."""
+        rows = await self._run(lambda c: c.fetch(
+            "SELECT item_id FROM items WHERE session_id = $1 ORDER BY lane, seq", session_id))
+        return [r["item_id"] for r in rows]
+
+    # --- request plans (migration 0002) ---------------------------------------------
+
+    async def put_plan(self, session_id: str, lane: str, version: int, entries: list) -> bool:
+        """Store the full plan ``version`` of a lane once; returns whether it was new."""
+        status = await self._run(lambda c: c.execute(
+            "INSERT INTO request_plans (session_id, lane, version, entries) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT DO NOTHING", session_id, lane, version, entries), session_id)
+        return status.endswith(" 1")
+
+    async def get_plan(self, session_id: str, lane: str, version: int) -> list | None:
+        return await self._run(lambda c: c.fetchval(
+            "SELECT entries FROM request_plans WHERE session_id = $1 AND lane = $2 AND version = $3",
+            session_id, lane, version))
+
+    # --- events ---------------------------------------------------------------------
+
+    async def append_events(self, session_id: str, events: list[EventRow]) -> int:
+        """Append events; returns how many were new. Appends to one session are
+        serialised so that the global ``id`` follows commit order within a session."""
+        if not events:
+            return 0
+
+        async def write(conn: asyncpg.Connection) -> int:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('lanes.events:' || $1, 0))",
+                                   session_id)
+                rows = await conn.fetch(
+                    """INSERT INTO events (session_id, lane, seq, event_id, kind, payload)
+                       SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[])
+                       ON CONFLICT DO NOTHING RETURNING event_id""",
+                    session_id, [e.lane for e in events], [e.seq for e in events],
+                    [e.event_id for e in events], [e.kind for e in events], [e.payload for e in events])
+                return len(rows)
+
+        count = await self._run(write, session_id)
+        if count < len(events):
+            log.debug("session %s: %d of %d events already present", session_id, len(events) - count, len(events))
+        return count
+
+    async def list_events(self, session_id: str, after_id: int = 0, limit: int = 200) -> list[StoredEvent]:
+        rows = await self._run(lambda c: c.fetch(
+            "SELECT id, session_id, lane, seq, event_id, kind, payload, created_at FROM events"
+            " WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3", session_id, after_id, _check_limit(limit)))
+        return [StoredEvent(**dict(r)) for r in rows]
+
+    # --- observations ---------------------------------------------------------------
+
+    async def put_observation(self, session_id: str, obs_id: str, item_id: str, text: str) -> ObservationMeta:
+        """Store exact text once; a re-put returns the stored metadata (``inserted=False``)."""
+        data, as_text = _encode_text(text)
+        digest = hashlib.sha256(data).hexdigest()
+        created = await self._run(lambda c: c.fetchval(
+            """INSERT INTO observations (obs_id, session_id, item_id, text_content, bytes_content,
+                                         size_chars, size_bytes, sha256)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING created_at""",
+            obs_id, session_id, item_id, text if as_text else None, None if as_text else data,
+            len(text), len(data), digest), session_id)
+        if created is not None:
+            return ObservationMeta(session_id=session_id, obs_id=obs_id, item_id=item_id, size_chars=len(text),
+                                   size_bytes=len(data), sha256=digest, created_at=created, inserted=True)
+        meta = await self._observation_meta(obs_id)
+        if meta is None:  # deleted in between; cannot happen without a DELETE
+            raise StoreError(f"observation {obs_id!r} vanished while being written")
+        if meta.session_id != session_id:
+            raise ObservationConflict(f"observation id {obs_id!r} already belongs to another session")
+        if meta.sha256 != digest:
+            log.warning("session %s: observation %s not overwritten: stored content differs", session_id, obs_id)
+        return meta
+
+    async def _observation_meta(self, obs_id: str) -> ObservationMeta | None:
+        row = await self._run(lambda c: c.fetchrow(
+            "SELECT session_id, obs_id, item_id, size_chars, size_bytes, sha256, created_at"
+            " FROM observations WHERE obs_id = $1", obs_id))
+        return ObservationMeta(**dict(row)) if row else None
+
+    async def count_observations(self, session_id: str) -> int:
+        return await self._run(lambda c: c.fetchval(
+            "SELECT count(*) FROM observations WHERE session_id = $1", session_id))
+
+    async def observation_meta(self, session_id: str, obs_id: str) -> ObservationMeta:
+        meta = await self._observation_meta(obs_id)
+        if meta is None or meta.session_id != session_id:
+            raise ObservationNotFound(f"observation {obs_id!r} not found in session {session_id!r}")
+        return meta
+
+    async def read_observation(self, session_id: str, obs_id: str, offset: int = 0,
+                               limit: int = DEFAULT_RECALL_CHARS) -> ObservationSlice:
+        """Exact slice ``[offset, offset + limit)`` of the text, in characters."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0 (got {offset})")
+        if limit <= 0:
+            raise ValueError(f"limit must be > 0 (got {limit})")
+        limit = min(limit, MAX_RECALL_CHARS)
+        start = min(offset, _INT4_MAX - 1) + 1  # SQL substr is 1-based
+        row = await self._run(lambda c: c.fetchrow(
+            "SELECT size_chars, text_content IS NULL AS in_bytes, substr(text_content, $3, $4) AS part"
+            " FROM observations WHERE obs_id = $1 AND session_id = $2", obs_id, session_id, start, limit))
+        if row is None:
+            raise ObservationNotFound(f"observation {obs_id!r} not found in session {session_id!r}")
+        total = row["size_chars"]
+        part = row["part"] or ""
+        if row["in_bytes"]:  # rare: text with NUL / lone surrogates, sliced here
+            data = await self._run(lambda c: c.fetchval(
+                "SELECT bytes_content FROM observations WHERE obs_id = $1", obs_id))
+            part = bytes(data).decode("utf-8", "surrogatepass")[offset:offset + limit]
+        end = offset + len(part)
+        eof = end >= total
+        return ObservationSlice(obs_id=obs_id, offset=offset, limit=limit, text=part, total_chars=total,
+                                next_offset=None if eof else end, eof=eof)
+
+    # --- checkpoints ----------------------------------------------------------------
+
+    async def put_checkpoint(self, session_id: str, checkpoint_id: str, lane: str, state: dict) -> bool:
+        status = await self._run(lambda c: c.execute(
+            "INSERT INTO checkpoints (checkpoint_id, session_id, lane, state) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT DO NOTHING", checkpoint_id, session_id, lane, state), session_id)
+        inserted = status.endswith(" 1")
+        if not inserted:
+            log.debug("session %s: checkpoint %s already present", session_id, checkpoint_id)
+        return inserted
+
+    async def get_checkpoint(self, session_id: str, checkpoint_id: str) -> dict:
+        state = await self._run(lambda c: c.fetchval(
+            "SELECT state FROM checkpoints WHERE checkpoint_id = $1 AND session_id = $2", checkpoint_id, session_id))
+        if state is None:
+            raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} not found in session {session_id!r}")
+        return state
+
+
+def _check_limit(limit: int) -> int:
+    if limit <= 0:
+        raise ValueError(f"limit must be > 0 (got {limit})")
+    return min(limit, 10_000)
+
+
+# --- one store per process (activities share it) ------------------------------------
+
+_stores: dict[str, Store] = {}
+_opening: dict[str, asyncio.Future[Store]] = {}
+
+
+async def get_store(dsn: str) -> Store:
+    """The process's shared :class:`Store` for ``dsn`` (opened on first use)."""
+    loop = asyncio.get_running_loop()
+    store = _stores.get(dsn)
+    if store is not None and store.loop is loop and not store.closed:
+        return store
+    pending = _opening.get(dsn)
+    if pending is None or pending.get_loop() is not loop:
+        pending = _opening[dsn] = loop.create_task(Store.open(dsn))
+    try:
+        store = await asyncio.shield(pending)
+    finally:
+        if pending.done() and _opening.get(dsn) is pending:
+            del _opening[dsn]
+    _stores[dsn] = store
+    return store
+
+
+async def close_stores() -> None:
+    """Close the stores opened by :func:`get_store` on the running loop (worker shutdown)."""
+    loop = asyncio.get_running_loop()
+    for dsn, store in list(_stores.items()):
+        if store.loop is loop:
+            del _stores[dsn]
+            await store.close()

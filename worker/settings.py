@@ -1,0 +1,143 @@
+"""Process settings, read once from the environment.
+
+Every process (worker, API, CLI, local stack) reads the same variables::
+
+    TEMPORAL_ADDRESS              127.0.0.1:7233
+    TEMPORAL_NAMESPACE            default
+    LANES_TASK_QUEUE              context-lanes
+    DATABASE_URL                  (unset: the local stack starts an embedded PostgreSQL)
+    OPENAI_BASE_URL               (unset: the provider's default)
+    OPENAI_API_KEY                (secret; never logged, never in workflow history)
+    LANES_MODEL                   gpt-4o-mini
+    LANES_CONDENSER_MODEL         (unset: same as LANES_MODEL)
+    LANES_CONTEXT_WINDOW          128000
+    LANES_MAX_OUTPUT_TOKENS       4096
+    LANES_MODEL_TIMEOUT_SECONDS   120 (one model call)
+    LANES_SHUTDOWN_GRACE_SECONDS  30 (in-flight activities on worker shutdown)
+    LANES_DATA_DIR                ./.lanes
+    LANES_API_HOST                127.0.0.1
+    LANES_API_PORT                8000
+    LANES_WORKSPACE_ROOT          (unset: <LANES_DATA_DIR>/workspaces)
+
+Settings are for processes, not for workflows: never pass a ``Settings`` object
+to a workflow or activity. (If one slips through, ``OPENAI_API_KEY`` is a
+``SecretStr`` and serialises as ``**********``.)
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pydantic import AliasChoices, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REDACTED = "**********"
+_URL_FIELDS = ("database_url", "openai_base_url")
+
+
+def _env(name: str) -> AliasChoices:
+    # accept the environment name and the field name (Settings(model="x"))
+    return AliasChoices(name, name.lower())
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        case_sensitive=False,
+        populate_by_name=True,
+        extra="ignore",
+        frozen=True,
+    )
+
+    temporal_address: str = Field("127.0.0.1:7233", validation_alias=_env("TEMPORAL_ADDRESS"))
+    temporal_namespace: str = Field("default", validation_alias=_env("TEMPORAL_NAMESPACE"))
+    task_queue: str = Field("context-lanes", validation_alias=_env("LANES_TASK_QUEUE"))
+
+    database_url: str | None = Field(None, validation_alias=_env("DATABASE_URL"))
+
+    openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
+    openai_api_key: SecretStr | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
+    model: str = Field("gpt-4o-mini", min_length=1, validation_alias=_env("LANES_MODEL"))
+    # unset means "same as model"; resolved below
+    condenser_model: str = Field("", validation_alias=_env("LANES_CONDENSER_MODEL"))
+    context_window: int = Field(128_000, gt=0, validation_alias=_env("LANES_CONTEXT_WINDOW"))
+    max_output_tokens: int = Field(4096, gt=0, validation_alias=_env("LANES_MAX_OUTPUT_TOKENS"))
+    model_timeout_seconds: float = Field(120.0, gt=0, validation_alias=_env("LANES_MODEL_TIMEOUT_SECONDS"))
+    # how long a stopping worker lets in-flight activities finish
+    shutdown_grace_seconds: float = Field(30.0, ge=0, validation_alias=_env("LANES_SHUTDOWN_GRACE_SECONDS"))
+
+    data_dir: Path = Field(default_factory=lambda: Path.cwd() / ".lanes",
+                           validation_alias=_env("LANES_DATA_DIR"))
+    api_host: str = Field("127.0.0.1", validation_alias=_env("LANES_API_HOST"))
+    api_port: int = Field(8000, ge=1, le=65535, validation_alias=_env("LANES_API_PORT"))
+    # unset means "<data_dir>/workspaces"; resolved below (never None afterwards)
+    workspace_root: Path | None = Field(None, validation_alias=_env("LANES_WORKSPACE_ROOT"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_unset(cls, data: Any) -> Any:
+        # `export OPENAI_API_KEY=` should mean "unset", not "the empty key"
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (isinstance(v, str) and v.strip() == "")}
+        return data
+
+    @model_validator(mode="after")
+    def _resolve(self) -> "Settings":
+        data_dir = self.data_dir.expanduser()
+        if not data_dir.is_absolute():
+            data_dir = Path.cwd() / data_dir
+        workspace_root = self.workspace_root
+        workspace_root = data_dir / "workspaces" if workspace_root is None else workspace_root.expanduser()
+        if not workspace_root.is_absolute():
+            workspace_root = Path.cwd() / workspace_root
+        # frozen model: assign through object.__setattr__
+        object.__setattr__(self, "data_dir", data_dir)
+        object.__setattr__(self, "workspace_root", workspace_root)
+        if not self.condenser_model:
+            object.__setattr__(self, "condenser_model", self.model)
+        return self
+
+    def __repr_args__(self):  # keep passwords in URLs out of reprs and tracebacks
+        for name, value in super().__repr_args__():
+            yield name, redact_url(value) if name in _URL_FIELDS else value
+
+    def api_key(self) -> str | None:
+        """The OpenAI API key in clear text, for the model client only."""
+        return self.openai_api_key.get_secret_value() if self.openai_api_key else None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once; ``get_settings.cache_clear()`` to re-read)."""
+    return Settings()
+
+
+def redact_url(url: str | None) -> str | None:
+    """Mask the password of a URL or DSN (``user:pw@`` and ``?password=``)."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            userinfo, _, hostinfo = netloc.rpartition("@")
+            netloc = f"{userinfo.split(':', 1)[0]}:{REDACTED}@{hostinfo}"
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if any(k.lower() == "password" for k, _ in query):
+            query = [(k, REDACTED if k.lower() == "password" else v) for k, v in query]
+            parts = parts._replace(query=urlencode(query, safe="/:*"))
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return REDACTED
+
+
+def redacted(settings: Settings | None = None) -> dict[str, Any]:
+    """Settings as a JSON-safe dict that is safe to print or log (secrets masked)."""
+    settings = settings or get_settings()
+    out = settings.model_dump(mode="json")
+    out["openai_api_key"] = REDACTED if settings.openai_api_key else None
+    for name in _URL_FIELDS:
+        out[name] = redact_url(out[name])
+    return out
