@@ -24,10 +24,13 @@ class Kind(StrEnum):
     SUMMARY = "summary"  # rolling summary of pinned user messages and notes
     CHECKPOINT = "checkpoint"  # what the deterministic fallback keeps of archived history
     CAPABILITY = "capability"  # tool schema or skill body
+    EPISODES = "episodes"  # generated markers of the active episodes (stable segment)
 
 
 # Kinds whose items the engine knows how to reclaim. Anything else is pinned.
 KNOWN_KINDS: frozenset[str] = frozenset(k.value for k in Kind)
+# Kinds that carry tool output (an observation address, an exchange group, a tool class).
+TOOL_OUTPUT_KINDS: frozenset[str] = frozenset({Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
 
 
 class Lifecycle(StrEnum):
@@ -80,6 +83,10 @@ class Item(BaseModel):
     observation_id: str | None = None  # "obs-..." for tool results and oversized input
     # capability context
     scope: str | None = None  # "step" or "task"
+    # A short one-line preview (the caller supplies it, the engine bounds it): the engine never
+    # sees content, so generated checkpoint and summary text quote these digests.
+    digest: str = ""
+    terminal: bool = False  # the final assistant answer of an ended task (set by end_task)
 
     def cost(self, projection: Projection | None = None) -> int:
         p = projection or self.projection
@@ -89,3 +96,7 @@ class Item(BaseModel):
             return self.tokens[p]
         # a projection that was never measured falls back to the cheapest measured larger one
         return self.tokens.get(Projection.FULL, 0)
+
+
+def is_tool_output(item: Item) -> bool:
+    return item.kind in TOOL_OUTPUT_KINDS or item.role == "tool"

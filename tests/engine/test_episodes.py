@@ -1,0 +1,88 @@
+"""Episode rules: explorations conclude, actions depend on completed explorations."""
+
+import pytest
+
+from tests.engine.sim import Sim
+from workflows.context import engine as E
+
+
+def test_exploration_must_end_with_a_conclusion():
+    sim = Sim()
+    E.begin_episode(sim.state, "inspect-auth", "exploration", "find where JWT is validated")
+    with pytest.raises(E.EpisodeError, match="concise conclusion"):
+        E.end_episode(sim.state, "inspect-auth")
+    with pytest.raises(E.EpisodeError, match="keep it concise"):
+        E.end_episode(sim.state, "inspect-auth", "x" * 5000)
+    episode = E.end_episode(sim.state, "inspect-auth", "JWT validation runs before route dispatch")
+    assert episode.status == "completed"
+
+
+def test_action_must_name_completed_explorations():
+    sim = Sim()
+    with pytest.raises(E.EpisodeError, match="must name the completed explorations"):
+        E.begin_episode(sim.state, "fix-auth", "action", "fix it")
+    E.begin_episode(sim.state, "inspect-auth", "exploration", "look")
+    E.end_episode(sim.state, "inspect-auth", "found it")
+    episode = E.begin_episode(sim.state, "fix-auth", "action", "fix it", depends_on=["inspect-auth"])
+    assert episode.depends_on == ["inspect-auth"]
+    E.end_episode(sim.state, "fix-auth")  # an action's conclusion is optional
+
+
+def test_unknown_dependency_is_rejected():
+    sim = Sim()
+    with pytest.raises(E.EpisodeError, match="unknown episode 'ghost'"):
+        E.begin_episode(sim.state, "fix", "action", "fix", depends_on=["ghost"])
+    assert sim.state.episodes == {}
+
+
+def test_still_active_dependency_is_rejected():
+    sim = Sim()
+    E.begin_episode(sim.state, "inspect", "exploration", "look")
+    with pytest.raises(E.EpisodeError, match="still active"):
+        E.begin_episode(sim.state, "fix", "action", "fix", depends_on=["inspect"])
+
+
+def test_action_dependency_is_rejected():
+    sim = Sim()
+    E.begin_episode(sim.state, "inspect", "exploration", "look")
+    E.end_episode(sim.state, "inspect", "seen")
+    E.begin_episode(sim.state, "fix", "action", "fix", depends_on=["inspect"])
+    E.end_episode(sim.state, "fix")
+    with pytest.raises(E.EpisodeError, match="an action; only explorations"):
+        E.begin_episode(sim.state, "fix2", "action", "again", depends_on=["fix"])
+
+
+def test_dependencies_are_acyclic():
+    sim = Sim()
+    with pytest.raises(E.EpisodeError, match="cannot depend on itself"):
+        E.begin_episode(sim.state, "loop", "exploration", "x", depends_on=["loop"])
+    # a dependency must already be finished, so an edge always points to an older episode
+    E.begin_episode(sim.state, "a", "exploration", "x")
+    with pytest.raises(E.EpisodeError):
+        E.begin_episode(sim.state, "b", "exploration", "y", depends_on=["a"])
+
+
+def test_episode_ids_are_unique_and_kinds_checked():
+    sim = Sim()
+    E.begin_episode(sim.state, "a", "exploration", "x")
+    with pytest.raises(E.EpisodeError, match="already exists"):
+        E.begin_episode(sim.state, "a", "exploration", "x")
+    with pytest.raises(E.EpisodeError, match="'exploration' or 'action'"):
+        E.begin_episode(sim.state, "b", "research", "x")
+    E.end_episode(sim.state, "a", "done")
+    with pytest.raises(E.EpisodeError, match="not active"):
+        E.end_episode(sim.state, "a", "again")
+    with pytest.raises(E.EpisodeError, match="unknown episode"):
+        E.end_episode(sim.state, "zzz", "x")
+
+
+def test_items_belong_to_the_innermost_active_episode():
+    sim = Sim()
+    sim.user("go")
+    E.begin_episode(sim.state, "outer", "exploration", "x")
+    first, _ = sim.exchange("ls", "a")
+    E.begin_episode(sim.state, "inner", "exploration", "y")
+    second, _ = sim.exchange("ls", "b")
+    E.end_episode(sim.state, "inner", "seen b")
+    third, _ = sim.exchange("ls", "c")
+    assert (first.episode, second.episode, third.episode) == ("outer", "inner", "outer")

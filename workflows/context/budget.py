@@ -1,0 +1,81 @@
+"""Token arithmetic: the cost of an item under a projection, the budget, the pressure.
+
+Costs are measured outside the engine (tiktoken, on ``render.item_message``) and stored
+in ``Item.tokens``. A projection the caller did not measure is estimated from the bounds
+of its rendered text, never above the FULL cost, so a plan made on estimates stays safe.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX, chars_to_tokens
+from .items import Item, Kind, Lifecycle, Projection, is_tool_output
+
+if TYPE_CHECKING:
+    from .ledger import ContextState
+
+
+def cost_of(item: Item, projection: Projection, preview_chars: int) -> int:
+    if projection == Projection.OMITTED:
+        return 0
+    measured = item.tokens.get(projection)
+    if measured is not None:
+        return measured
+    full = item.tokens.get(Projection.FULL)
+    if full is None:
+        full = chars_to_tokens(item.size_chars)
+    if projection == Projection.FULL:
+        return full
+    return min(full, chars_to_tokens(_projected_chars(item, projection, preview_chars)))
+
+
+def _projected_chars(item: Item, projection: Projection, preview_chars: int) -> int:
+    """Upper bound of the characters ``render.projection_text`` produces (plus call overhead)."""
+    address = len(item.observation_id or "") + 16
+    if projection == Projection.COMPACT:
+        return min(item.size_chars, preview_chars) + 2 * address + 260  # + the omitted-range marker
+    if projection == Projection.MINIMAL_REFERENCE:
+        return address + 40
+    if item.observation_id is None:  # REFERENCE without an address keeps a short excerpt
+        return REFERENCE_EXCERPT_CHARS + 60
+    if is_tool_output(item):
+        return len(item.tool_name or "tool") + address + 60
+    return min(SOURCE_HEAD_MAX, preview_chars // 2) + 2 * address + 260
+
+
+def cost(state: ContextState, item: Item, projection: Projection | None = None) -> int:
+    """Cost of ``item`` under ``projection`` (default: its current one) in this state's config."""
+    return cost_of(item, projection or item.projection, state.config.effective_preview_chars)
+
+
+_CAPABILITY = Kind.CAPABILITY.value
+
+
+def is_capability(item: Item) -> bool:
+    return item.kind == _CAPABILITY
+
+
+def capability_tokens(state: ContextState) -> int:
+    preview = state.config.effective_preview_chars
+    return sum(cost_of(i, i.projection, preview) for i in state.items.values() if i.kind == _CAPABILITY)
+
+
+def budget(state: ContextState) -> int:
+    """Conversation budget: usable input − tool definitions − admitted capability context."""
+    return max(0, state.config.base_budget - capability_tokens(state))
+
+
+def working_set_tokens(state: ContextState) -> int:
+    """Current cost of everything the next request would carry except capability context."""
+    preview = state.config.effective_preview_chars
+    return sum(
+        cost_of(i, i.projection, preview)
+        for i in state.items.values()
+        if i.kind != _CAPABILITY and i.lifecycle != Lifecycle.ARCHIVED
+    )
+
+
+def pressure(state: ContextState) -> float:
+    """Working-set tokens / budget (a zero budget counts as one token, so it stays finite)."""
+    return working_set_tokens(state) / max(budget(state), 1)

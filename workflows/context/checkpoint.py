@@ -1,0 +1,158 @@
+"""The deterministic checkpoint: what the fallback keeps of archived history.
+
+Archived items leave the working set (and workflow state); the checkpoint keeps, bounded,
+the range of archived history, completed episode conclusions with their observation
+addresses, recent anchors and the most recent observation references. Its text is a pure
+function of this data, so the workflow and the replay generate identical bytes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .items import Item, Kind
+from .observations import SCHEME
+from .text import chars_to_tokens, clip
+
+MAX_OBSERVATIONS = 24
+MAX_EPISODES = 10
+MAX_ANCHORS = 4
+MAX_EPISODE_OBSERVATIONS = 6
+LINE_CHARS = 200
+
+
+class ObservationNote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    obs_id: str
+    tool: str
+    digest: str
+    seq: int
+    chars: int
+
+
+class EpisodeNote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    kind: str
+    goal: str
+    conclusion: str
+    obs_ids: list[str] = Field(default_factory=list)
+
+
+class CheckpointData(BaseModel):
+    """Bounded digest of everything archived so far (most recent first in every list)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    first_seq: int | None = None
+    last_seq: int | None = None
+    archived_items: int = 0
+    episodes: list[EpisodeNote] = Field(default_factory=list)
+    observations: list[ObservationNote] = Field(default_factory=list)
+    anchors: list[str] = Field(default_factory=list)
+    dropped_observations: int = 0  # older references no longer listed (still recallable)
+    dropped_episodes: int = 0
+
+    def copy(self) -> CheckpointData:
+        """An independent copy: the lists are copied, their notes are never mutated."""
+        return self.model_copy(update={"episodes": list(self.episodes), "observations": list(self.observations),
+                                       "anchors": list(self.anchors)})
+
+    def covers(self, seq: int) -> bool:
+        return self.first_seq is not None and self.first_seq <= seq <= (self.last_seq or seq)
+
+    def record_item(self, item: Item) -> None:
+        """Account for one archived lane item (its address and prose digest, if any)."""
+        self.first_seq = item.seq if self.first_seq is None else min(self.first_seq, item.seq)
+        self.last_seq = item.seq if self.last_seq is None else max(self.last_seq, item.seq)
+        self.archived_items += 1
+        if item.observation_id:
+            note = ObservationNote(
+                obs_id=item.observation_id, tool=item.tool_name or item.kind, digest=clip(item.digest, 120),
+                seq=item.seq, chars=item.size_chars,
+            )
+            self.observations.append(note)
+            self.observations.sort(key=lambda n: (-n.seq, n.obs_id))
+            if len(self.observations) > MAX_OBSERVATIONS:
+                self.dropped_observations += len(self.observations) - MAX_OBSERVATIONS
+                del self.observations[MAX_OBSERVATIONS:]
+        elif item.kind == Kind.ASSISTANT.value and item.digest:
+            self.anchors.insert(0, f"seq {item.seq} assistant: {clip(item.digest, 160)}")
+            self.anchors.sort(key=_anchor_seq, reverse=True)
+            del self.anchors[MAX_ANCHORS:]
+
+    def record_episode(self, note: EpisodeNote) -> None:
+        self.episodes.insert(0, note)
+        if len(self.episodes) > MAX_EPISODES:
+            self.dropped_episodes += len(self.episodes) - MAX_EPISODES
+            del self.episodes[MAX_EPISODES:]
+
+
+def _anchor_seq(anchor: str) -> int:
+    return int(anchor.split(" ", 2)[1])
+
+
+def checkpoint_text(data: CheckpointData, cap_tokens: int) -> str:
+    """The checkpoint message; older list entries are left out until it fits ``cap_tokens``.
+
+    Every line is rendered once; shedding works on line lengths (this runs once per
+    archived unit while a compaction is planned, so it must stay cheap).
+    """
+    episodes = [_episode_lines(note) for note in data.episodes]
+    anchors = [f"- {a}" for a in data.anchors]
+    observations = [_observation_line(note) for note in data.observations]
+    keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes)}
+    # shed the least valuable first: old observation references, then anchors, then episodes
+    order = [("observations", 4), ("anchors", 0), ("episodes", 1), ("observations", 0), ("episodes", 0)]
+    while chars_to_tokens(_length(data, episodes, anchors, observations, keep)) > cap_tokens:
+        name = next((n for n, floor in order if keep[n] > floor), None)
+        if name is None:
+            break
+        keep[name] -= 1
+    return "\n".join(_lines(data, episodes, anchors, observations, keep))
+
+
+def _episode_lines(note: EpisodeNote) -> list[str]:
+    lines = [clip(f"- {note.id} ({note.kind}): {note.goal} => {note.conclusion}", 2 * LINE_CHARS)]
+    addresses = " ".join(SCHEME + obs for obs in note.obs_ids[:MAX_EPISODE_OBSERVATIONS])
+    if addresses:
+        lines.append(f"  observations: {addresses}")
+    return lines
+
+
+def _observation_line(note: ObservationNote) -> str:
+    what = f" {note.digest}" if note.digest else ""
+    return clip(f"- {SCHEME}{note.obs_id} — {note.tool}{what} (seq {note.seq}, {note.chars} chars)", LINE_CHARS)
+
+
+def _length(data, episodes, anchors, observations, keep) -> int:
+    lines = _lines(data, episodes, anchors, observations, keep)
+    return sum(map(len, lines)) + len(lines) - 1
+
+
+def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], observations: list[str],
+           keep: dict[str, int]) -> list[str]:
+    lines = [
+        "[Context checkpoint] Earlier history was archived to keep this context bounded; nothing was deleted.",
+        f"Archived: items seq {data.first_seq}–{data.last_seq} ({data.archived_items} items) are out of this "
+        "context; recall exact tool output with recall_observation(address, offset, limit) on the listed addresses.",
+    ]
+    if episodes:
+        lines.append("Completed episodes (conclusions written by the agent):")
+        for block in episodes[: keep["episodes"]]:
+            lines.extend(block)
+        hidden = len(episodes) - keep["episodes"] + data.dropped_episodes
+        if hidden:
+            lines.append(f"  ({hidden} older episode(s) not listed)")
+    if keep["anchors"]:
+        lines.append("Recent anchors:")
+        lines.extend(anchors[: keep["anchors"]])
+    if observations:
+        lines.append("Observation references (most recent first):")
+        lines.extend(observations[: keep["observations"]])
+        hidden = len(observations) - keep["observations"] + data.dropped_observations
+        if hidden:
+            lines.append(f"  ({hidden} older observation(s) not listed; their exact output is still stored)")
+    return lines

@@ -1,0 +1,127 @@
+"""When to compact, the deterministic fallback plan, and applying any plan atomically."""
+
+from __future__ import annotations
+
+from .budget import budget, cost, working_set_tokens
+from .draft import Draft
+from .episodes import EpisodeStatus
+from .errors import EngineError
+from .items import Item, Lifecycle, Projection
+from .layout import rebuild_layout
+from .ledger import ContextState, GeneratedRef
+from .passes import run_fallback_passes
+from .plan import ApplyResult, CompactionPlan, CreatedItem
+
+MeasuredTokens = dict[str, dict[Projection, int]]
+
+
+def needs_compaction(state: ContextState) -> bool:
+    """With LLM condensation: at trigger pressure (80 %). Without: only over the budget."""
+    tokens, limit = working_set_tokens(state), budget(state)
+    if state.config.llm_condensation:
+        return tokens >= state.config.trigger_ratio * limit
+    return tokens > limit
+
+
+def plan_fallback(state: ContextState) -> CompactionPlan:
+    """The deterministic checkpoint fallback: passes 1-3 until the target (60 %) is met."""
+    draft = Draft(state, "fallback")
+    run_fallback_passes(draft)
+    return draft.to_plan()
+
+
+def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: MeasuredTokens | None = None) -> ApplyResult:
+    """Apply ``plan`` all at once, or not at all.
+
+    ``measured_tokens`` maps a generated key (its kind) to its measured costs; a text left
+    unmeasured is charged its estimate. A plan made at another generation is refused as
+    stale: the lane changed meanwhile, so the caller replans.
+    """
+    if plan.generation != state.generation:
+        return ApplyResult(applied=False, stale=True, reason=(
+            f"stale plan: made at generation {plan.generation}, the state is at {state.generation}; replan"))
+    measured = measured_tokens or {}
+    _validate(state, plan, measured)
+    if plan.is_empty:
+        return ApplyResult(applied=True, reason="nothing to do", tokens_after=working_set_tokens(state))
+    result = ApplyResult(applied=True, reason=f"{plan.mode} plan applied")
+    for transition in plan.transitions:
+        item = state.items[transition.item_id]
+        if transition.lifecycle == Lifecycle.ARCHIVED:
+            _archive(state, item, transition.reason, result)
+        else:
+            item.lifecycle, item.projection, item.reason = transition.lifecycle, transition.projection, transition.reason
+    for text in plan.generated:
+        _replace_generated(state, text.key, text.text, text.text_hash, text.role,
+                           measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
+    for episode_id in plan.archived_episodes:
+        state.episodes[episode_id].status = EpisodeStatus.ARCHIVED
+    if plan.checkpoint is not None:
+        state.checkpoint = plan.checkpoint.copy()
+    if plan.summary is not None:
+        state.summary = plan.summary.copy()
+        state.counters.rolled_into_summary = state.summary.rolled
+    _count(state, plan)
+    rebuild_layout(state)
+    state.generation += 1
+    result.tokens_after = working_set_tokens(state)
+    return result
+
+
+def _validate(state: ContextState, plan: CompactionPlan, measured: MeasuredTokens) -> None:
+    """Every check happens before the first change, so a refused plan changes nothing."""
+    missing = [t.item_id for t in plan.transitions if t.item_id not in state.items]
+    if missing:
+        raise EngineError(f"plan names items not in the working set: {missing[:10]}")
+    keys = {g.key for g in plan.generated}
+    unknown = sorted(set(measured) - keys)
+    if unknown:
+        raise EngineError(f"measured tokens for texts the plan does not generate: {unknown}")
+    for key, costs in measured.items():
+        if any(not isinstance(v, int) or v < 0 for v in costs.values()):
+            raise EngineError(f"measured tokens of {key!r} must be non-negative integers: {costs}")
+    unknown_episodes = [e for e in plan.archived_episodes if e not in state.episodes]
+    if unknown_episodes:
+        raise EngineError(f"plan archives unknown episodes: {unknown_episodes}")
+
+
+def _archive(state: ContextState, item: Item, reason: str, result: ApplyResult) -> None:
+    """The item leaves workflow state; its metadata goes back to the caller to persist."""
+    state.counters.archived_items += 1
+    state.counters.archived_tokens += cost(state, item)
+    item.lifecycle, item.projection, item.reason = Lifecycle.ARCHIVED, Projection.OMITTED, reason
+    del state.items[item.id]
+    for kind, ref in list(state.generated.items()):
+        if ref.item_id == item.id:
+            del state.generated[kind]
+    result.archived.append(item)
+
+
+def _replace_generated(
+    state: ContextState, key: str, text: str, digest: str, role: str, tokens: int,
+    plan: CompactionPlan, result: ApplyResult,
+) -> None:
+    """The one live item of kind ``key`` is replaced (never edited: ids are immutable content)."""
+    state.counters.generated_items += 1
+    item_id = f"{key}-{state.counters.generated_items}"
+    old_id = state.generated_id(key)
+    if old_id is not None and old_id in state.items:
+        _archive(state, state.items[old_id], f"{key}:replaced-by-{item_id}", result)
+    state.items[item_id] = Item(
+        id=item_id, seq=state.last_seq, kind=key, role=role, lifecycle=Lifecycle.PINNED,
+        projection=Projection.FULL, reason=f"{plan.mode}:generated", tokens={Projection.FULL: tokens},
+        size_chars=len(text), task=state.current_task,
+    )
+    state.generated[key] = GeneratedRef(item_id=item_id, text_hash=digest)
+    result.created.append(CreatedItem(key=key, item_id=item_id, text=text))
+
+
+def _count(state: ContextState, plan: CompactionPlan) -> None:
+    counters = state.counters
+    counters.compactions += 1
+    if plan.mode == "fallback":
+        counters.fallback_compactions += 1
+    elif plan.mode == "explicit":
+        counters.explicit_condensations += 1
+    else:
+        counters.llm_condensations += 1

@@ -1,0 +1,52 @@
+"""Engine configuration and the budget figures derived from it (DESIGN §7)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EngineConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    context_window: int = Field(gt=0)
+    max_output_tokens: int = Field(ge=0)
+    tool_definition_tokens: int = Field(default=0, ge=0)
+    llm_condensation: bool = False
+    trigger_ratio: float = Field(default=0.8, gt=0, le=1)
+    target_ratio: float = Field(default=0.6, gt=0, le=1)
+    preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
+    protected_groups: int = Field(default=4, ge=1)
+    summary_tokens: int = Field(default=400, ge=50)
+    memory_max_tokens: int = Field(default=2000, ge=50)
+    checkpoint_tokens: int = Field(default=1200, ge=100)  # cap of the generated checkpoint
+    model_known: bool = True
+    budget_override: int | None = Field(default=None, gt=0)  # replaces the usable input window
+    capability_margin: int = 512
+    unknown_model_ceiling: int = 8000
+    condensation_reserve: int = 4096  # room the LLM condenser needs besides its source
+
+    @property
+    def usable_input(self) -> int:
+        """Input tokens a request may use: the window minus the reserved output (DESIGN §7)."""
+        if self.budget_override is not None:
+            return self.budget_override
+        return self.context_window - min(self.max_output_tokens, self.context_window // 2)
+
+    @property
+    def base_budget(self) -> int:
+        """Conversation budget before admitted capability context is charged."""
+        return max(0, self.usable_input - self.tool_definition_tokens)
+
+    @property
+    def effective_preview_chars(self) -> int:
+        """Characters of a large output shown as head + tail: min(16000, max(128, budget/2))."""
+        if self.preview_chars is not None:
+            return self.preview_chars
+        return min(16000, max(128, self.base_budget // 2))
+
+    @property
+    def capability_ceiling(self) -> int:
+        """Admission ceiling for capability context (the old 8,000 only for unknown models)."""
+        if not self.model_known:
+            return self.unknown_model_ceiling
+        return max(0, self.usable_input - self.capability_margin)

@@ -1,0 +1,145 @@
+"""A working copy of the state's projections, on which compaction passes are planned.
+
+Nothing here mutates the state: the draft records transitions and keeps a running token
+total (lane items plus the generated texts as they would be regenerated), so a pass can
+stop as soon as the target is met. ``to_plan`` turns the draft into a ``CompactionPlan``.
+"""
+
+from __future__ import annotations
+
+from .budget import budget, cost, working_set_tokens
+from .checkpoint import checkpoint_text
+from .episodes import EpisodeStatus, markers_text
+from .items import Item, Kind, Lifecycle, Projection
+from .ledger import GENERATED_KINDS, ContextState, lane_items, protected_groups
+from .plan import CompactionPlan, GeneratedText, Mode, Transition
+from .summary import summary_text
+from .text import estimate_tokens, text_hash
+
+
+class Draft:
+    def __init__(self, state: ContextState, mode: Mode):
+        self.state = state
+        self.mode = mode
+        self.config = state.config
+        self.budget = budget(state)
+        self.target = int(self.budget * self.config.target_ratio)
+        self.tokens_before = working_set_tokens(state)
+        self.changes: dict[str, Transition] = {}
+        self.lane = lane_items(state)  # seq order
+        self.lane_tokens = sum(cost(state, i) for i in self.lane)
+        self.protected_groups = protected_groups(state, self.config.protected_groups)
+        self.active_episodes = set(state.active_episodes)
+        self.checkpoint = state.checkpoint.copy()
+        self.summary = state.summary.copy()
+        self.checkpoint_changed = False
+        self.summary_changed = False
+        self.archived_episodes: list[str] = []
+        self.passes: list[str] = []
+        self.new_texts: dict[str, str] = {}  # generated kind -> replacement text ("" removes it)
+        self._generated_tokens: int | None = None
+        self.set_text(Kind.EPISODES.value, markers_text(state))
+
+    def set_text(self, kind: str, text: str) -> None:
+        """Regenerate the item of ``kind`` with ``text`` ("" retires it) unless it already says that."""
+        live = self.state.generated.get(kind)
+        if (live.text_hash if live else None) != (text_hash(text) if text else None):
+            self.new_texts[kind] = text
+            self.invalidate()
+
+    # --- reading the draft ---------------------------------------------------------------
+    def view(self, item: Item) -> tuple[Lifecycle, Projection]:
+        change = self.changes.get(item.id)
+        return (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
+
+    def archived(self, item: Item) -> bool:
+        return self.view(item)[0] == Lifecycle.ARCHIVED
+
+    def protected(self, item: Item) -> bool:
+        """Never evicted: pinned items (until pass 3), the newest groups, active episodes."""
+        return (
+            item.lifecycle == Lifecycle.PINNED
+            or (item.group is not None and item.group in self.protected_groups)
+            or (item.episode is not None and item.episode in self.active_episodes)
+        )
+
+    def episode_archived(self, episode_id: str | None) -> bool:
+        episode = self.state.episodes.get(episode_id) if episode_id else None
+        return episode is not None and (episode.status == EpisodeStatus.ARCHIVED or episode_id in self.archived_episodes)
+
+    def total(self) -> int:
+        if self._generated_tokens is None:  # regenerated texts are re-estimated only after a change
+            self._generated_tokens = sum(self._generated_cost(kind) for kind in sorted(GENERATED_KINDS))
+        return self.lane_tokens + self._generated_tokens
+
+    def _generated_cost(self, kind: str) -> int:
+        if kind == Kind.CHECKPOINT.value and self.checkpoint_changed:
+            return estimate_tokens(self.checkpoint_text())
+        if kind == Kind.SUMMARY.value and self.summary_changed:
+            return estimate_tokens(summary_text(self.summary))
+        if kind in self.new_texts:
+            text = self.new_texts[kind]
+            return estimate_tokens(text) if text else 0
+        item_id = self.state.generated_id(kind)
+        return cost(self.state, self.state.items[item_id]) if item_id else 0
+
+    def checkpoint_cap(self) -> int:
+        return min(self.config.checkpoint_tokens, max(150, self.config.base_budget // 10))
+
+    def checkpoint_text(self) -> str:
+        return checkpoint_text(self.checkpoint, self.checkpoint_cap())
+
+    # --- changing the draft --------------------------------------------------------------
+    def invalidate(self) -> None:
+        """A generated text changed: re-estimate it at the next ``total``."""
+        self._generated_tokens = None
+
+    def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
+        old_lifecycle, old_projection = self.view(item)
+        old = 0 if old_lifecycle == Lifecycle.ARCHIVED else cost(self.state, item, old_projection)
+        new = 0 if lifecycle == Lifecycle.ARCHIVED else cost(self.state, item, projection)
+        self.lane_tokens += new - old
+        self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
+        self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
+
+    def archive(self, item: Item, reason: str) -> None:
+        """Archive a lane item into the checkpoint (its address and digest are kept there)."""
+        self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, reason)
+        self.checkpoint.record_item(item)
+        self.checkpoint_changed = True
+        self.invalidate()
+
+    def roll_into_summary(self, item: Item) -> None:
+        self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, "pass3:rolled-into-summary")
+        self.summary.roll(item, self.config.summary_tokens)
+        self.summary_changed = True
+        self.invalidate()
+
+    # --- the plan ------------------------------------------------------------------------
+    def to_plan(self) -> CompactionPlan:
+        generated: list[GeneratedText] = []
+        texts = dict(self.new_texts)
+        if self.checkpoint_changed:
+            texts[Kind.CHECKPOINT.value] = self.checkpoint_text()
+        if self.summary_changed:
+            texts[Kind.SUMMARY.value] = summary_text(self.summary)
+        transitions = list(self.changes.values())
+        for kind in sorted(texts):
+            text = texts[kind]
+            live = self.state.generated_id(kind)
+            if text:
+                generated.append(GeneratedText(key=kind, text=text, text_hash=text_hash(text),
+                                               estimated_tokens=estimate_tokens(text)))
+            elif live:  # nothing left to say (e.g. no active episode): retire the live item
+                transitions.append(Transition(item_id=live, lifecycle=Lifecycle.ARCHIVED,
+                                              projection=Projection.OMITTED, reason=f"{kind}:retired"))
+        after = self.total()
+        return CompactionPlan(
+            mode=self.mode, generation=self.state.generation, transitions=transitions, generated=generated,
+            archived_episodes=list(self.archived_episodes),
+            checkpoint=self.checkpoint if self.checkpoint_changed else None,
+            summary=self.summary if self.summary_changed else None,
+            tokens_before=self.tokens_before, tokens_after_estimate=after,
+            target=self.target, budget=self.budget, passes_run=list(self.passes),
+            reaches_target=after <= self.target, fits_budget=after <= self.budget,
+        )

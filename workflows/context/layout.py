@@ -1,0 +1,70 @@
+"""The request layout: stable semantics, one live memory, then history.
+
+Re-laid out only at a compaction, a condensation or a task end. Between those, new items
+are appended to ``order`` (even pinned ones), so request k+1 starts with request k byte
+for byte and the provider prompt cache keeps hitting. Step-scoped capability context is
+never in ``order``: the planner puts it after everything, since it is gone next step.
+"""
+
+from __future__ import annotations
+
+from .items import Item, Kind, Lifecycle
+from .ledger import ContextState
+
+# Stable-segment order: system rules, the rolling summary of older instructions, pinned
+# instructions/notes/decisions, task capability context, then the active-episode markers
+# (last, because they change most often of the stable parts).
+_STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.value: 3, Kind.EPISODES.value: 4}
+# Pinned items of these kinds stay in history: moving them would split an exchange group.
+_HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
+
+
+def segment(item: Item) -> tuple[str, int]:
+    """(segment, rank within the segment) of one working-set item."""
+    if item.kind == Kind.MEMORY.value:
+        return "memory", 0
+    if item.kind == Kind.CHECKPOINT.value:
+        return "history", 0
+    if item.kind in _STABLE_RANK:
+        return "stable", _STABLE_RANK[item.kind]
+    if item.lifecycle == Lifecycle.PINNED and item.kind not in _HISTORY_KINDS and item.role != "tool":
+        return "stable", 2
+    return "history", 1
+
+
+def is_step_capability(item: Item) -> bool:
+    return item.kind == Kind.CAPABILITY.value and item.scope == "step"
+
+
+def rebuild_layout(state: ContextState) -> None:
+    """Recompute ``order`` from the working set; marks a new layout epoch."""
+    stable: list[tuple[int, int, str]] = []
+    memory: list[tuple[int, int, str]] = []
+    history: list[tuple[int, int, str]] = []
+    buckets = {"stable": stable, "memory": memory, "history": history}
+    for item in state.items.values():
+        if item.lifecycle == Lifecycle.ARCHIVED or is_step_capability(item):
+            continue
+        name, rank = segment(item)
+        buckets[name].append((rank, item.seq, item.id))
+    for bucket in buckets.values():
+        bucket.sort()
+    state.order = [entry[2] for entry in stable + memory + history]
+    state.stable_len = len(stable)
+    state.memory_len = len(memory)
+    state.laid_out_len = len(state.order)
+    state.layout_epoch += 1
+
+
+def remove_from_order(state: ContextState, item_ids: set[str]) -> None:
+    """Drop ids from ``order`` keeping the segment boundaries exact (no re-layout)."""
+    kept: list[str] = []
+    stable = memory = laid_out = 0
+    for position, item_id in enumerate(state.order):
+        if item_id in item_ids:
+            continue
+        kept.append(item_id)
+        stable += position < state.stable_len
+        memory += state.stable_len <= position < state.stable_len + state.memory_len
+        laid_out += position < state.laid_out_len
+    state.order, state.stable_len, state.memory_len, state.laid_out_len = kept, stable, memory, laid_out

@@ -1,0 +1,161 @@
+"""The deterministic eviction passes, run on a ``Draft`` in order until the target is met.
+
+0. cleanup: tool traffic omitted at a task end leaves the state (into the checkpoint);
+1. completed tool exchanges -> reference projection: writes, then reads, then runs and
+   errors, oldest first within a class;
+2. completed episodes archived, actions before explorations; an exploration only once
+   every episode depending on it is archived. Then, for agents that never mark episodes,
+   the oldest exchange groups outside any unarchived episode are archived;
+3. pinned user messages and notes roll, oldest first, into the one rolling summary,
+   except the two most recent user messages.
+Protected throughout: the newest ``protected_groups`` exchange groups (which include the
+current one) and every item of an active episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .budget import cost
+from .checkpoint import EpisodeNote
+from .draft import Draft
+from .episodes import Episode, EpisodeKind, dependents
+from .items import Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
+
+# Eviction priority: writes first (their effect is in the repository), runs and errors last.
+CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
+KEPT_RECENT_USER_MESSAGES = 2
+
+Protect = Callable[[Item], bool]
+
+
+def _nothing(item: Item) -> bool:
+    return False
+
+
+def run_fallback_passes(draft: Draft) -> None:
+    cleanup_omitted(draft)
+    passes = (
+        ("pass1", reference_tool_outputs),
+        ("pass2", archive_episodes),
+        ("pass2-groups", archive_groups),
+        ("pass3", roll_pinned_into_summary),
+    )
+    for name, run in passes:
+        if draft.total() <= draft.target:
+            return
+        draft.passes.append(name)
+        run(draft)
+
+
+def _met(draft: Draft, everything: bool = False) -> bool:
+    """The target is met (never, when archiving everything eligible)."""
+    return not everything and draft.total() <= draft.target
+
+
+def cleanup_omitted(draft: Draft) -> None:
+    """Tool traffic omitted at a task end is already out of every request; archiving it
+    bounds the state and puts its addresses in the checkpoint."""
+    for item in draft.lane:
+        if item.projection == Projection.OMITTED and item.lifecycle != Lifecycle.PINNED and not draft.archived(item):
+            draft.archive(item, "archived:omitted-at-task-end")
+
+
+def reference_tool_outputs(draft: Draft) -> None:
+    """Pass 1: completed tool outputs outside the protected window become references."""
+    candidates = [
+        item for item in draft.lane
+        if is_tool_output(item) and item.observation_id and not draft.protected(item)
+        and draft.view(item)[1] in (Projection.FULL, Projection.COMPACT)
+    ]
+    candidates.sort(key=lambda i: (CLASS_PRIORITY[i.tool_class or ToolClass.RUN], i.seq))
+    for item in candidates:
+        if _met(draft):
+            return
+        if cost(draft.state, item, Projection.REFERENCE) >= cost(draft.state, item, draft.view(item)[1]):
+            continue  # nothing to gain (a tiny output)
+        tool_class = (item.tool_class or ToolClass.RUN).value
+        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class}→reference")
+
+
+def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing) -> None:
+    """Pass 2: archive finished episodes, actions first, each exploration after its dependents.
+
+    Stops at the target, unless ``everything`` eligible is to go (explicit condensation).
+    """
+    members: dict[str, list[Item]] = {}
+    for item in draft.lane:
+        if item.episode is not None and item.lifecycle != Lifecycle.PINNED and not draft.archived(item):
+            members.setdefault(item.episode, []).append(item)
+    finished = sorted(
+        (e for e in draft.state.episodes.values() if e.finished),
+        key=lambda e: (e.kind != EpisodeKind.ACTION, e.begun_after_seq, e.id),
+    )
+    needed_by = dependents(draft.state)
+    progress = True
+    while progress:  # repeat: archiving one episode can free an exploration it depended on
+        progress = False
+        for episode in finished:
+            if _met(draft, everything):
+                return
+            if episode.id in draft.archived_episodes:
+                continue
+            if not all(draft.episode_archived(d) for d in needed_by.get(episode.id, [])):
+                continue  # an episode depending on it is still in the working set
+            items = members.get(episode.id, [])
+            if any(draft.protected(i) or protect(i) for i in items):
+                continue
+            _archive_episode(draft, episode, items)
+            progress = True
+
+
+def _archive_episode(draft: Draft, episode: Episode, items: list[Item]) -> None:
+    for item in items:
+        draft.archive(item, "pass2:episode-archived")
+    obs_ids = [i.observation_id for i in items if i.observation_id]
+    draft.checkpoint.record_episode(EpisodeNote(
+        id=episode.id, kind=episode.kind.value, goal=episode.goal,
+        conclusion=episode.conclusion or "(no conclusion)", obs_ids=obs_ids[-6:],
+    ))
+    draft.archived_episodes.append(episode.id)
+    draft.checkpoint_changed = True
+    draft.invalidate()
+
+
+def archive_groups(draft: Draft, everything: bool = False, protect: Protect = _nothing) -> None:
+    """Archive the oldest exchange groups that belong to no unarchived episode.
+
+    Sessions whose agent never marks episodes are handled here: their old assistant turns
+    and tool results go into the checkpoint (addresses kept), oldest group first.
+    """
+    units: dict[int, list[Item]] = {}
+    blocked: set[int] = set()
+    for item in draft.lane:
+        if draft.archived(item) or item.lifecycle == Lifecycle.PINNED:
+            continue
+        key = item.group if item.group is not None else item.seq
+        in_episode = item.episode in draft.state.episodes and not draft.episode_archived(item.episode)
+        if in_episode or draft.protected(item) or protect(item):
+            blocked.add(key)  # a group is archived whole or not at all
+        units.setdefault(key, []).append(item)
+    for key in sorted(units):
+        if _met(draft, everything):
+            return
+        if key in blocked:
+            continue
+        for item in units[key]:
+            draft.archive(item, "pass2:group-archived")
+
+
+def roll_pinned_into_summary(draft: Draft) -> None:
+    """Pass 3: pinned user messages and notes roll oldest-first into the rolling summary."""
+    users = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED]
+    kept = {i.id for i in users[-KEPT_RECENT_USER_MESSAGES:]}
+    for item in draft.lane:
+        if _met(draft):
+            return
+        if item.kind not in (Kind.USER.value, Kind.NOTE.value) or item.lifecycle != Lifecycle.PINNED:
+            continue
+        if item.id in kept or draft.archived(item) or item.episode in draft.active_episodes:
+            continue
+        draft.roll_into_summary(item)

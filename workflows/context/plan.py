@@ -1,0 +1,91 @@
+"""Compaction plans: what a compaction or condensation will do, before it is applied.
+
+Plans are two-phase because token counts are measured outside the engine: the plan lists
+the transitions and the texts the engine generated (checkpoint, summary, memory, episode
+markers) with estimated costs; the caller measures those texts with tiktoken, stores them,
+and applies the plan with the measurements. A plan made at another ``generation`` is stale.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .checkpoint import CheckpointData
+from .items import Item, Lifecycle, Projection
+from .summary import SummaryData
+
+Mode = Literal["fallback", "explicit", "llm"]
+
+
+class Transition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str
+    lifecycle: Lifecycle
+    projection: Projection
+    reason: str
+
+
+class GeneratedText(BaseModel):
+    """A text the engine generated; ``key`` is its kind (one live item per kind)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    role: str = "user"
+    text: str
+    text_hash: str
+    estimated_tokens: int  # text.estimate_tokens: the caller should measure and pass the real count
+
+
+class CompactionPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Mode
+    generation: int  # the state generation the plan was made at
+    transitions: list[Transition] = Field(default_factory=list)
+    generated: list[GeneratedText] = Field(default_factory=list)
+    archived_episodes: list[str] = Field(default_factory=list)
+    checkpoint: CheckpointData | None = None  # new checkpoint data, when it changed
+    summary: SummaryData | None = None  # new rolling-summary data, when it changed
+    tokens_before: int
+    tokens_after_estimate: int
+    target: int
+    budget: int
+    passes_run: list[str] = Field(default_factory=list)
+    reaches_target: bool
+    fits_budget: bool
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.transitions and not self.generated
+
+
+class Rejection(BaseModel):
+    """A condensation that was refused ("rejected") or had nothing to do ("no-op")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Literal["rejected", "no-op", "stale"]
+    reason: str
+
+
+class CreatedItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    item_id: str
+    text: str  # the caller stores it under item_id so the renderer can load it
+
+
+class ApplyResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    applied: bool
+    stale: bool = False
+    reason: str = ""
+    archived: list[Item] = Field(default_factory=list)  # left the state: persist their metadata
+    created: list[CreatedItem] = Field(default_factory=list)
+    tokens_after: int = 0

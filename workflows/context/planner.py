@@ -1,0 +1,130 @@
+"""Request planning: the ordered items (with projections) the next model request carries.
+
+O(n) in the working set. The plan follows the layout (stable semantics, memory, history,
+then step-scoped capability context) and the projections decided at the last compaction;
+it never mutates the state. For provider overflow recovery the planner re-plans on a
+projection ladder, full -> reference -> minimal-reference, still without mutating the state.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from .budget import budget, cost_of, is_capability
+from .items import Item, Kind, Lifecycle, Projection, is_tool_output
+from .layout import is_step_capability
+from .ledger import ContextState
+
+_RANK = {
+    Projection.FULL: 0, Projection.COMPACT: 1, Projection.REFERENCE: 2,
+    Projection.MINIMAL_REFERENCE: 3, Projection.OMITTED: 4,
+}
+_LISTED_PROTECTED = 5
+
+
+class PlanEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    item_id: str
+    projection: Projection
+    tokens: int
+
+
+class RequestPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    entries: list[PlanEntry]
+    stable_entries: int
+    memory_entries: int
+    history_entries: int
+    step_entries: int  # step-scoped capability context, always last
+    stable_prefix_entries: int  # leading entries laid out at the last layout change
+    layout_epoch: int  # same epoch: this request extends the previous one
+    ladder: Projection
+    total_tokens: int  # conversation tokens: entries minus capability context
+    capability_tokens: int
+    budget: int  # conversation budget (tool definitions and capability context already charged)
+    fits: bool
+    reason: str = ""
+
+
+def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> RequestPlan:
+    if ladder not in (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE):
+        raise ValueError(f"ladder must be full, reference or minimal-reference, got {ladder.value!r}")
+    preview = state.config.effective_preview_chars
+    newest = state.newest_group
+    entries: list[PlanEntry] = []
+    counts = [0, 0, 0, 0]  # stable, memory, history, step
+    prefix = 0
+    conversation = capabilities = 0
+    memory_end = state.stable_len + state.memory_len
+    step = [i for i in state.items.values() if is_step_capability(i)]
+    for position, item_id in enumerate(state.order):
+        item = state.items[item_id]
+        projection = _laddered(item, ladder, newest)
+        if projection == Projection.OMITTED or item.lifecycle == Lifecycle.ARCHIVED:
+            continue
+        tokens = cost_of(item, projection, preview)
+        entries.append(PlanEntry(item_id=item_id, projection=projection, tokens=tokens))
+        counts[0 if position < state.stable_len else 1 if position < memory_end else 2] += 1
+        prefix += position < state.laid_out_len
+        if is_capability(item):
+            capabilities += tokens
+        else:
+            conversation += tokens
+    for item in step:
+        tokens = cost_of(item, Projection.FULL, preview)
+        entries.append(PlanEntry(item_id=item.id, projection=Projection.FULL, tokens=tokens))
+        counts[3] += 1
+        capabilities += tokens
+    limit = budget(state)
+    fits = conversation <= limit
+    plan = RequestPlan(
+        entries=entries, stable_entries=counts[0], memory_entries=counts[1], history_entries=counts[2],
+        step_entries=counts[3], stable_prefix_entries=prefix, layout_epoch=state.layout_epoch, ladder=ladder,
+        total_tokens=conversation, capability_tokens=capabilities, budget=limit, fits=fits,
+    )
+    if not fits:
+        plan.reason = _why_not(state, plan, ladder, newest)
+    return plan
+
+
+def _laddered(item: Item, ladder: Projection, newest: int | None) -> Projection:
+    """The projection of ``item`` on the overflow ladder (never a larger one than it has)."""
+    current = item.projection
+    if ladder == Projection.FULL or item.lifecycle == Lifecycle.PINNED or item.group == newest:
+        return current
+    if is_tool_output(item) and item.observation_id:
+        wanted = ladder
+    elif ladder == Projection.MINIMAL_REFERENCE and item.kind == Kind.ASSISTANT.value:
+        wanted = Projection.MINIMAL_REFERENCE  # old assistant prose minimised
+    else:
+        return current
+    return wanted if _RANK[wanted] > _RANK[current] else current
+
+
+def _why_not(state: ContextState, plan: RequestPlan, ladder: Projection, newest: int | None) -> str:
+    """Name the protected items that keep the request over budget (largest first)."""
+    protected = []
+    active = set(state.active_episodes)
+    for entry in plan.entries:
+        item = state.items[entry.item_id]
+        if is_capability(item):
+            continue
+        if item.lifecycle == Lifecycle.PINNED or item.group == newest or item.episode in active:
+            protected.append((entry.tokens, item))
+    protected.sort(key=lambda pair: (-pair[0], pair[1].seq, pair[1].id))
+    protected_total = sum(tokens for tokens, _ in protected)
+    listed = ", ".join(f"{i.id} ({i.kind}, {i.lifecycle.value}, {t} tokens)" for t, i in protected[:_LISTED_PROTECTED])
+    over = plan.total_tokens - plan.budget
+    head = f"request needs {plan.total_tokens} tokens, {over} over the budget of {plan.budget} (ladder {ladder.value})"
+    if protected_total > plan.budget:
+        return f"{head}; protected items alone need {protected_total} tokens and do not fit: {listed}"
+    hint = "compact first (plan_fallback), then retry the ladder" if ladder == Projection.FULL else "compact first"
+    return f"{head}; protected items need {protected_total} tokens ({listed}); {hint}"
+
+
+def next_ladder(ladder: Projection) -> Projection | None:
+    """Provider overflow recovery: full -> reference -> minimal-reference, then terminal (None)."""
+    steps = {Projection.FULL: Projection.REFERENCE, Projection.REFERENCE: Projection.MINIMAL_REFERENCE}
+    return steps.get(ladder)

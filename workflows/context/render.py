@@ -1,0 +1,201 @@
+"""Projection text and OpenAI chat messages, rendered identically everywhere.
+
+The model activity, the token counter and the offline replay all call these functions,
+so a projection costs exactly what the caller measured and a request is byte-stable:
+the same plan and contents always give the same messages.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .content import ItemContent, ToolCall
+from .items import Item, Projection, is_tool_output
+from .observations import observation_address, parse_observation_uri, range_address  # noqa: F401  (re-exported)
+from .planner import PlanEntry
+from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
+
+RECALL_HINT = "recall exact ranges with recall_observation(address, offset, limit)"
+# Longest tool-call argument string kept verbatim per projection of an assistant message.
+_ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120}
+
+
+def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int) -> str:
+    """The text of ``item`` under ``projection``; bounded for every projection but FULL."""
+    text = content.text
+    if projection == Projection.FULL:
+        return text
+    if projection == Projection.OMITTED:
+        return ""
+    address = observation_address(item.observation_id) if item.observation_id else None
+    if projection == Projection.COMPACT:
+        return _head_tail(text, preview_chars, item.observation_id)
+    if address is None:
+        return _without_address(item, text, projection)
+    if projection == Projection.MINIMAL_REFERENCE:
+        return f"Full output: {address}"
+    if is_tool_output(item):
+        tool = item.tool_name or content.tool_name or "tool"
+        return f"Earlier {tool} output was compacted.\nFull output: {address}"
+    return _source_reference(text, address, preview_chars)
+
+
+def _head_tail(text: str, preview_chars: int, obs_id: str | None) -> str:
+    """Beginning and end (together at most ``preview_chars``) with the omitted range between."""
+    if len(text) <= preview_chars:
+        return text
+    head_n = preview_chars // 2
+    tail_n = preview_chars - head_n
+    omitted = len(text) - head_n - tail_n
+    if obs_id is None:
+        marker = f"[... {omitted} characters omitted ...]"
+    else:
+        address = observation_address(obs_id)
+        example = range_address(obs_id, head_n, min(omitted, 16000))
+        marker = (
+            f"[... {omitted} characters omitted (offset {head_n} to {head_n + omitted}). "
+            f"Full output: {address} — {RECALL_HINT}, e.g. {example} ...]"
+        )
+    tail = text[len(text) - tail_n:] if tail_n else ""
+    return f"{text[:head_n]}\n{marker}\n{tail}"
+
+
+def _source_reference(text: str, address: str, preview_chars: int) -> str:
+    """Oversized user input: a bounded, authoritative pointer to the exact stored text."""
+    head = text[: min(SOURCE_HEAD_MAX, preview_chars // 2)]
+    return (
+        f"Authoritative source: {address} ({len(text)} characters, stored exactly; only the "
+        f"beginning is shown).\nBefore relying on any other part, {RECALL_HINT}, e.g. "
+        f"{address}?offset={len(head)}&limit=16000\nBeginning:\n{head}"
+    )
+
+
+def _without_address(item: Item, text: str, projection: Projection) -> str:
+    if projection == Projection.REFERENCE:
+        if len(text) <= REFERENCE_EXCERPT_CHARS:
+            return text
+        omitted = len(text) - REFERENCE_EXCERPT_CHARS
+        return f"{text[:REFERENCE_EXCERPT_CHARS]} [... {omitted} characters omitted]"
+    # MINIMAL_REFERENCE: an assistant turn that made calls keeps only the calls
+    if item.role == "assistant" and item.tool_call_ids:
+        return ""
+    return f"[earlier {item.kind} message minimised]"
+
+
+def _bounded_arguments(arguments: str, projection: Projection, preview_chars: int) -> str:
+    """Tool-call arguments bounded by projection; a cut is still valid JSON."""
+    limit = _ARGUMENT_LIMITS.get(projection, preview_chars)
+    if projection == Projection.FULL or len(arguments) <= limit:
+        return arguments
+    head = arguments[: max(0, limit - 60)]
+    return json.dumps({"truncated_arguments": head, "omitted_chars": len(arguments) - len(head)}, ensure_ascii=False)
+
+
+def _tool_call_dict(call: ToolCall, projection: Projection, preview_chars: int) -> dict:
+    arguments = _bounded_arguments(call.arguments, projection, preview_chars)
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
+
+
+def item_message(
+    item: Item,
+    content: ItemContent,
+    projection: Projection,
+    preview_chars: int,
+    keep_calls: list[ToolCall] | None = None,
+) -> dict | None:
+    """One item as one chat message (None when it would be empty).
+
+    The token counter renders each projection of an item with this function (all its
+    calls kept), so measured costs match what ``render_messages`` sends.
+    """
+    text = projection_text(item, content, projection, preview_chars)
+    if item.role == "assistant":
+        calls = content.tool_calls if keep_calls is None else keep_calls
+        if not calls:
+            return {"role": "assistant", "content": text} if text else None
+        tool_calls = [_tool_call_dict(c, projection, preview_chars) for c in calls]
+        return {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
+    if item.role == "tool":
+        call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
+    return {"role": item.role, "content": text} if text else None
+
+
+def _paired_calls(
+    entries: list[PlanEntry], items: dict[str, Item], contents: dict[str, ItemContent]
+) -> set[tuple[int, str]]:
+    """(entry index of the assistant, call id) for every call answered before the next assistant turn."""
+    paired: set[tuple[int, str]] = set()
+    assistant_at, open_calls = -1, set()
+    for index, entry in enumerate(entries):
+        item = items[entry.item_id]
+        if entry.projection == Projection.OMITTED:
+            continue
+        if item.role == "assistant":
+            assistant_at, open_calls = index, {c.id for c in contents[entry.item_id].tool_calls}
+        elif item.role == "tool":
+            call_id = _call_id(item, contents[entry.item_id])
+            if call_id in open_calls:
+                paired.add((assistant_at, call_id))
+                open_calls.discard(call_id)
+    return paired
+
+
+def _call_id(item: Item, content: ItemContent) -> str | None:
+    return content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+
+
+def render_messages(
+    entries: list[PlanEntry],
+    items: dict[str, Item],
+    contents: dict[str, ItemContent],
+    preview_chars: int,
+) -> list[dict]:
+    """OpenAI chat messages for a request plan.
+
+    Pairing invariant: an assistant message keeps only the calls whose tool message is
+    also sent, and a tool message is sent only right after its call; an orphaned result
+    becomes a user message (its text is not lost), an emptied assistant message is dropped.
+    Messages met while calls await their results are deferred until the results are out,
+    because chat APIs require tool messages to follow their call directly.
+    """
+    paired = _paired_calls(entries, items, contents)
+    messages: list[dict] = []
+    deferred: list[dict] = []
+    pending: set[str] = set()  # calls sent whose tool message has not been sent yet
+
+    def emit(message: dict | None) -> None:
+        if message is None:
+            return
+        (deferred if pending and message["role"] != "tool" else messages).append(message)
+
+    for index, entry in enumerate(entries):
+        item, content = items[entry.item_id], contents[entry.item_id]
+        if entry.projection == Projection.OMITTED:
+            continue
+        if item.role == "assistant":
+            # pending is empty here: a call is paired only with a result before the next assistant turn
+            keep = [c for c in content.tool_calls if (index, c.id) in paired]
+            emit(item_message(item, content, entry.projection, preview_chars, keep))
+            pending.update(c.id for c in keep)
+        elif item.role == "tool":
+            call_id = _call_id(item, content)
+            if call_id in pending:
+                messages.append(item_message(item, content, entry.projection, preview_chars))
+                pending.discard(call_id)
+                if not pending:
+                    messages.extend(deferred)
+                    deferred.clear()
+            else:
+                emit(_orphan_result(item, content, entry.projection, preview_chars))
+        else:
+            emit(item_message(item, content, entry.projection, preview_chars))
+    messages.extend(deferred)
+    return messages
+
+
+def _orphan_result(item: Item, content: ItemContent, projection: Projection, preview_chars: int) -> dict:
+    tool = item.tool_name or content.tool_name or "tool"
+    text = projection_text(item, content, projection, preview_chars)
+    return {"role": "user", "content": f"[Output of an earlier {tool} call]\n{text}"}
+
