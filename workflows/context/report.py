@@ -28,6 +28,7 @@ class ItemReport(BaseModel):
     group: int | None
     tool_class: str | None
     observation_id: str | None
+    size_chars: int  # characters of the exact content (what recall can return)
 
 
 class ContextReport(BaseModel):
@@ -68,7 +69,7 @@ def build_report(state: ContextState) -> ContextReport:
             tokens_by_projection={p.value: cost(state, item, p) for p in Projection},
             measured=sorted(p.value for p in item.tokens), reason=item.reason, episode=item.episode,
             task=item.task, group=item.group, tool_class=item.tool_class.value if item.tool_class else None,
-            observation_id=item.observation_id,
+            observation_id=item.observation_id, size_chars=item.size_chars,
         ))
         by_lifecycle.setdefault(item.lifecycle.value, []).append(tokens)
         by_kind.setdefault(item.kind, []).append(tokens)

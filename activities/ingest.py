@@ -1,0 +1,75 @@
+"""Activities that bring content into a session: its row, user messages, generated text.
+
+The workflow chooses every id; each write is idempotent, so a retried activity
+stores nothing twice and reports the same metadata.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.items import finish_item, item_row, store_item
+from activities.runtime import get_runtime
+from activities.store import EventRow
+from activities.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_tool_definitions
+from activities.tool_specs import tool_specs
+from workflows.context.content import ItemContent
+from workflows.context.items import Item
+from workflows.messages import (
+    EventsInput,
+    GeneratedItemsInput,
+    MeasureTextsInput,
+    SessionStartInput,
+    SessionStartResult,
+    StoreUserMessageInput,
+)
+
+
+@activity.defn(name="start_session")
+async def start_session(inp: SessionStartInput) -> SessionStartResult:
+    """Register the session and measure the fixed cost of its tool definitions."""
+    runtime = await get_runtime()
+    await runtime.store.ensure_session(inp.session_id, inp.tenant, inp.config)
+    return SessionStartResult(tool_definition_tokens=count_tool_definitions(tool_specs(inp.tools), inp.model))
+
+
+@activity.defn(name="store_user_message")
+async def store_user_message(inp: StoreUserMessageInput) -> Item:
+    runtime = await get_runtime()
+    content = ItemContent(text=inp.text)
+    item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
+    if inp.observation_id is not None:
+        # Oversized input stays exact in storage and reaches the model as a bounded source reference.
+        await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
+        item = item.model_copy(update={"observation_id": inp.observation_id})
+    item = finish_item(item, content, inp.preview_chars, inp.model)
+    return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
+
+
+@activity.defn(name="measure_texts")
+async def measure_texts(inp: MeasureTextsInput) -> dict[str, int]:
+    """Token cost of texts the engine generated (checkpoint, summary), as full messages."""
+    return {key: MESSAGE_OVERHEAD_TOKENS + count_tokens(text, inp.model) for key, text in inp.texts.items()}
+
+
+@activity.defn(name="store_generated_items")
+async def store_generated_items(inp: GeneratedItemsInput) -> int:
+    """Store the content of items a compaction created so requests can render them.
+
+    Generated items live in their own lane ("<lane>.generated"): their seq in the
+    engine repeats the lane position they were made at, so they cannot share it.
+    """
+    runtime = await get_runtime()
+    rows = [
+        item_row(g.item.model_copy(update={"seq": g.number}), ItemContent(text=g.text), f"{inp.lane}.generated")
+        for g in inp.items
+    ]
+    return await runtime.store.put_items(inp.session_id, rows)
+
+
+@activity.defn(name="record_events")
+async def record_events(inp: EventsInput) -> int:
+    """Append engine events (compactions, recoveries...) to the session's event log."""
+    runtime = await get_runtime()
+    rows = [EventRow(**e.model_dump()) for e in inp.events]
+    return await runtime.store.append_events(inp.session_id, rows)

@@ -1,0 +1,181 @@
+"""The model activity: materialise the planned request, call the model, store the answer.
+
+Any OpenAI-compatible chat-completions endpoint works. Provider SDK retries are off:
+Temporal's retry policy is the only one, and errors are mapped so that it retries
+what can succeed later (timeouts, 408/409/429, 5xx, garbage) and nothing else.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import openai
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from activities.items import finish_item, load_item, load_items, store_item
+from activities.plans import materialize_plan
+from activities.runtime import get_runtime
+from activities.tokens import count_message_tokens, count_tool_definitions
+from activities.tool_specs import tool_specs
+from workflows.context.content import ItemContent, ToolCall
+from workflows.context.items import Item, Kind
+from workflows.context.planner import PlanEntry
+from workflows.context.render import render_messages
+from workflows.messages import ModelCallInput, ModelCallResult, StoredItem, ToolCallRef
+
+# Error types the workflow reacts to (ApplicationError.type).
+CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
+MODEL_REQUEST_REJECTED = "ModelRequestRejected"
+MODEL_ANSWER_INVALID = "ModelAnswerInvalid"
+
+OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "prompt is too long",
+    "too many tokens",
+    "context window",
+)
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+def is_context_overflow(error: openai.APIStatusError) -> bool:
+    code = getattr(error, "code", None) or ""
+    text = f"{code} {error.message}".lower()
+    return any(marker in text for marker in OVERFLOW_MARKERS)
+
+
+@functools.lru_cache(maxsize=8)
+def _client(base_url: str | None, api_key: str, timeout: float) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+
+
+def map_provider_error(error: openai.APIError) -> ApplicationError:
+    """Translate a provider error into what Temporal should do about it."""
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        if status == 400 and is_context_overflow(error):
+            return ApplicationError(
+                f"provider rejected the request as too long: {error.message}",
+                type=CONTEXT_LENGTH_EXCEEDED,
+                non_retryable=True,
+            )
+        if 400 <= status < 500 and status not in RETRYABLE_STATUS:
+            return ApplicationError(
+                f"provider rejected the request (HTTP {status}): {error.message}",
+                type=MODEL_REQUEST_REJECTED,
+                non_retryable=True,
+            )
+        retry_after = _retry_after_seconds(error)
+        return ApplicationError(
+            f"provider error HTTP {status}: {error.message}",
+            type=f"ModelHTTP{status}",
+            next_retry_delay=None if retry_after is None else _seconds(retry_after),
+        )
+    return ApplicationError(f"model call failed: {type(error).__name__}: {error}", type="ModelUnavailable")
+
+
+def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
+    value = error.response.headers.get("retry-after") if error.response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _seconds(value: float):
+    from datetime import timedelta
+
+    return timedelta(seconds=value)
+
+
+def _answer_content(response, response_seq: int) -> ItemContent:
+    """The assistant message of a completion; garbage is a retryable error."""
+    choices = getattr(response, "choices", None)
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise ApplicationError("model answered without a message", type=MODEL_ANSWER_INVALID)
+    message = choices[0].message
+    calls = []
+    for index, call in enumerate(message.tool_calls or ()):
+        fn = getattr(call, "function", None)
+        if fn is None or not fn.name:
+            raise ApplicationError("model answered a tool call without a function name", type=MODEL_ANSWER_INVALID)
+        calls.append(ToolCall(id=call.id or f"call-{response_seq}-{index}", name=fn.name, arguments=fn.arguments or "{}"))
+    return ItemContent(text=message.content or "", tool_calls=calls)
+
+
+def _result(item: Item, content: ItemContent, finish_reason: str | None, request_tokens: int,
+            prompt_tokens: int | None = None, cached_tokens: int | None = None) -> ModelCallResult:
+    return ModelCallResult(
+        stored=StoredItem(item=item, tool_calls=[ToolCallRef(id=c.id, name=c.name) for c in content.tool_calls]),
+        finish_reason=finish_reason,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached_tokens,
+        request_tokens=request_tokens,
+    )
+
+
+@activity.defn(name="call_model")
+async def call_model(inp: ModelCallInput) -> ModelCallResult:
+    runtime = await get_runtime()
+    store = runtime.store
+    done = await load_item(store, inp.session_id, inp.response_item_id)
+    if done is not None:  # an earlier attempt stored the answer, then its result was lost
+        item, content = done
+        return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
+
+    entries = await materialize_plan(store, inp.session_id, inp.lane, inp.plan)
+    items, contents = await load_items(store, inp.session_id, [item_id for item_id, _ in entries])
+    plan = [PlanEntry(item_id=item_id, projection=projection, tokens=0) for item_id, projection in entries]
+    messages = render_messages(plan, items, contents, inp.preview_chars)
+    tools = tool_specs(inp.tools)
+    request_tokens = sum(count_message_tokens(m, inp.model) for m in messages) + count_tool_definitions(tools, inp.model)
+
+    if inp.replay is not None:
+        client = _client(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)
+        headers = {"X-Lanes-Trajectory": inp.replay.trajectory_id, "X-Lanes-Turn": str(inp.replay_turn)}
+    else:
+        key = runtime.settings.openai_api_key
+        client = _client(
+            runtime.settings.openai_base_url,
+            key.get_secret_value() if key else "missing",
+            runtime.settings.model_timeout_seconds,
+        )
+        headers = {}
+    try:
+        async with heartbeating():
+            response = await client.chat.completions.create(
+                model=inp.model,
+                messages=messages,
+                tools=tools or openai.NOT_GIVEN,
+                max_tokens=inp.max_output_tokens,
+                extra_headers=headers,
+            )
+    except openai.APIError as error:
+        raise map_provider_error(error) from None
+    except ValueError as error:  # a body that is not JSON at all
+        raise ApplicationError(f"model answered garbage: {error}", type=MODEL_ANSWER_INVALID) from None
+
+    content = _answer_content(response, inp.response_seq)
+    item = Item(
+        id=inp.response_item_id,
+        seq=inp.response_seq,
+        kind=Kind.ASSISTANT,
+        role="assistant",
+        group=inp.response_seq,
+        task=inp.task_id,
+        tool_call_ids=[c.id for c in content.tool_calls],
+    )
+    item = finish_item(item, content, inp.preview_chars, inp.model)
+    item = await store_item(store, inp.session_id, inp.lane, item, content)
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    return _result(
+        item,
+        content,
+        response.choices[0].finish_reason,
+        request_tokens,
+        getattr(usage, "prompt_tokens", None),
+        getattr(details, "cached_tokens", None),
+    )

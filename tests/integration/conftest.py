@@ -1,0 +1,47 @@
+"""Fixtures for hosted sessions on the real stack: settings, workers, the replay model."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from activities.trajectories import Trajectory, load_trajectory
+from tests.integration.support import LONG_TRAJECTORY
+from worker.replay_model import ReplayModelServer
+from worker.settings import Settings
+from worker.worker import build_worker
+
+
+@pytest.fixture(scope="session")
+def trajectory() -> Trajectory:
+    if not LONG_TRAJECTORY.exists():
+        pytest.fail(f"recorded trajectory {LONG_TRAJECTORY} is missing (../shared/data)")
+    return load_trajectory(LONG_TRAJECTORY)
+
+
+@pytest.fixture(scope="session")
+def replay_server(trajectory: Trajectory) -> Iterator[ReplayModelServer]:
+    server = ReplayModelServer([trajectory]).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, temporal_address: str, stack_dir: Path) -> Settings:
+    return Settings(
+        temporal_address=temporal_address,
+        database_url=database_url,
+        task_queue=f"lanes-test-{uuid.uuid4().hex[:8]}",
+        data_dir=stack_dir / "data",
+    )
+
+
+@pytest.fixture(scope="session")
+async def worker(temporal_client: Client, settings: Settings) -> AsyncIterator[None]:
+    """An in-process worker on the session's task queue."""
+    async with build_worker(temporal_client, settings):
+        yield

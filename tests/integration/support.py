@@ -1,0 +1,67 @@
+"""Helpers for hosted-session tests: replayed sessions and worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+
+from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory
+from worker import sessions
+from worker.replay_model import ReplayModelServer
+from worker.settings import Settings
+from worker.stack import popen_group
+from workflows.messages import ReplaySpec, SessionConfig
+
+REPO = Path(__file__).resolve().parents[2]
+# 53 recorded tool-calling steps, 40 k characters of tool output
+LONG_TRAJECTORY = (
+    Path(DEFAULT_TRAJECTORY_ROOT)
+    / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz"
+)
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "TEMPORAL_ADDRESS": settings.temporal_address,
+        "DATABASE_URL": settings.database_url or "",
+        "LANES_TASK_QUEUE": settings.task_queue,
+        "LANES_DATA_DIR": str(settings.data_dir),
+        "PYTHONPATH": str(REPO),
+    }
+
+
+def spawn_worker(settings: Settings, log_path: Path) -> subprocess.Popen:
+    """A worker in its own process (so that a test can SIGKILL it)."""
+    return popen_group([sys.executable, "-m", "worker.worker"], log_path, env=worker_env(settings), cwd=REPO)
+
+
+def replay_config(session_id: str, trajectory: Trajectory, server: ReplayModelServer, **overrides) -> SessionConfig:
+    return SessionConfig(
+        session_id=session_id,
+        model="replay",
+        system_prompt=trajectory.system or "You are a helpful assistant.",
+        replay=ReplaySpec(
+            trajectory_path=str(LONG_TRAJECTORY),
+            trajectory_id=trajectory.id,
+            model_base_url=server.base_url,
+        ),
+        **overrides,
+    )
+
+
+async def run_replayed_session(client: Client, settings: Settings, trajectory: Trajectory,
+                               server: ReplayModelServer, *, on_status=None, **overrides):
+    """Start a replayed session, submit the recorded task, wait for it; returns (handle, status)."""
+    session_id = sessions.new_session_id("test")
+    handle = await sessions.start_session(client, replay_config(session_id, trajectory, server, **overrides),
+                                          settings.task_queue)
+    task_id = await sessions.submit(handle, trajectory.task)
+    status = await asyncio.wait_for(sessions.wait_task(handle, task_id, on_status=on_status), timeout=300)
+    return handle, status
+

@@ -1,0 +1,85 @@
+"""Kill -9 the worker process in the middle of a replayed session: it carries on.
+
+The worker runs in its own process here (the in-process test worker would poll the
+same queue, so these tests use their own task queue).
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+
+from tests.integration.support import run_replayed_session, spawn_worker
+from worker import sessions
+from worker.stack import kill_process
+from workflows.session import SessionWorkflow
+
+KILL_AT_STEP = 20
+
+
+GENERATED = {"checkpoint", "summary", "memory", "episodes"}
+
+
+def comparable(report) -> list[tuple]:
+    """A session's context without its ids.
+
+    Two sessions name their observations differently, and generated text (the
+    checkpoint) quotes those addresses: its token count may differ by a few tokens,
+    its length may not.
+    """
+    generated = sum(i.tokens for i in report.items if i.kind in GENERATED)
+    return [
+        (i.seq, i.kind, i.lifecycle, i.projection, None if i.kind in GENERATED else i.tokens, i.reason, i.size_chars)
+        for i in sorted(report.items, key=lambda i: i.seq)
+    ] + [(report.working_set_tokens - generated, report.budget, report.compactions)]
+
+
+async def test_session_survives_sigkill_of_its_worker(temporal_client, settings, trajectory, replay_server,
+                                                      store, stack_dir):
+    own = settings.model_copy(update={"task_queue": f"lanes-crash-{uuid.uuid4().hex[:8]}"})
+    workers = [spawn_worker(own, stack_dir / "logs" / "crash-worker-0.log")]
+    killed_at: list[int] = []
+
+    async def kill_midway(status) -> None:
+        if not killed_at and status.turns >= KILL_AT_STEP:
+            killed_at.append(status.turns)
+            kill_process(workers[-1], signal.SIGKILL)
+            workers.append(spawn_worker(own, stack_dir / "logs" / "crash-worker-1.log"))
+
+    try:
+        crashed, status = await run_replayed_session(
+            temporal_client, own, trajectory, replay_server, on_status=kill_midway, budget_tokens=12_000
+        )
+        assert killed_at and workers[0].poll() == -signal.SIGKILL
+        assert status.tasks[0].state == "completed", status.tasks[0].error
+        crashed_report = await sessions.context(crashed)
+
+        clean, clean_status = await run_replayed_session(
+            temporal_client, own, trajectory, replay_server, budget_tokens=12_000
+        )
+        clean_report = await sessions.context(clean)
+    finally:
+        for proc in workers:
+            kill_process(proc)
+
+    # every item exactly once, in order, in both the item table and the event log
+    rows = await store.list_items(crashed.id, limit=10_000)
+    lane = [r for r in rows if r.lane == "main"]
+    seqs = [r.seq for r in lane]
+    assert seqs == sorted(set(seqs))
+    events = await store.list_events(crashed.id, limit=10_000)
+    added = [e.payload["item_id"] for e in events if e.kind == "item.added"]
+    assert added == [r.item_id for r in lane]  # once each, in lane order
+    # every item is either in the working set or was archived by a compaction (logged)
+    archived = [e.payload["item_id"] for e in events if e.kind == "item.archived"]
+    assert len(archived) == len(set(archived))
+    in_context = {i.id for i in crashed_report.items}
+    stored = {r.item_id for r in rows}
+    assert in_context <= stored
+    assert {r.item_id for r in lane} <= in_context | set(archived)
+    assert crashed_report.compactions >= 1  # the budget forces the fallback during the run
+    # and the final context equals that of an uninterrupted run of the same recording
+    assert comparable(crashed_report) == comparable(clean_report)
+    assert status.tasks[0].turns == clean_status.tasks[0].turns
+    for handle in (crashed, clean):
+        await handle.signal(SessionWorkflow.close)

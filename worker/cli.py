@@ -1,0 +1,43 @@
+"""``lanes``: the command line of Context Lanes.
+
+Each subcommand lives in its own module and is imported only when used, so that
+``lanes replay`` never pays for the Temporal client and ``lanes worker`` never for rich.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+COMMANDS = {
+    "dev": ("worker.dev", "start the local stack: Temporal dev server, PostgreSQL, a worker"),
+    "worker": ("worker.worker", "run one worker (Temporal + PostgreSQL from the environment)"),
+    "demo": ("worker.demo", "replay a recorded session through the real stack, offline"),
+    "replay": ("worker.replay_command", "replay trajectories offline under context policies"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: lanes COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<8} {help_text}" for name, (_, help_text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        sys.exit(0 if argv else 2)
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"lanes: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        sys.exit(2)
+    module = importlib.import_module(COMMANDS[name][0])
+    if name == "worker":
+        module.main()  # exits through os._exit
+    code = module.main(rest)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Processes that used the Temporal client exit hard (DESIGN §4).
+    os._exit(code or 0)

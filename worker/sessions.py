@@ -1,0 +1,77 @@
+"""Client-side helpers for sessions: start, submit, wait, inspect.
+
+Shared by the demo, the CLI, the HTTP API and the tests so that they all talk to
+SessionWorkflow the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+
+from workflows.context.engine import ContextReport
+from workflows.messages import SessionConfig, SessionInput, SessionStatus, SubmitRequest, SubmitResult
+from workflows.session import SessionWorkflow
+
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def new_session_id(prefix: str = "ses") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def check_session_id(session_id: str) -> str:
+    if not SESSION_ID.fullmatch(session_id or ""):
+        raise ValueError(
+            f"session id {session_id!r} must be 1-64 letters, digits, '_', '.', '-' and start with a letter or digit"
+        )
+    return session_id
+
+
+async def start_session(client: Client, config: SessionConfig, task_queue: str) -> WorkflowHandle:
+    check_session_id(config.session_id)
+    return await client.start_workflow(
+        SessionWorkflow.run,
+        SessionInput(config=config),
+        id=config.session_id,
+        task_queue=task_queue,
+    )
+
+
+async def submit(handle: WorkflowHandle, text: str) -> str:
+    result: SubmitResult = await handle.execute_update(SessionWorkflow.submit, SubmitRequest(text=text))
+    return result.task_id
+
+
+async def status(handle: WorkflowHandle) -> SessionStatus:
+    return await handle.query(SessionWorkflow.status)
+
+
+async def context(handle: WorkflowHandle) -> ContextReport:
+    return await handle.query(SessionWorkflow.context)
+
+
+async def wait_task(handle: WorkflowHandle, task_id: str, *, poll: float = 0.2, on_status=None) -> SessionStatus:
+    """Poll until the task has ended (completed or failed); ``on_status`` sees every poll."""
+    while True:
+        try:
+            current = await status(handle)
+        except RPCError:  # no worker polling right now (it is being replaced): try again
+            await asyncio.sleep(poll)
+            continue
+        if on_status is not None:
+            await on_status(current)
+        task = next((t for t in current.tasks if t.task_id == task_id), None)
+        if task is not None and task.state in ("completed", "failed"):
+            return current
+        await asyncio.sleep(poll)
+
+
+async def history_bytes(handle: WorkflowHandle) -> int:
+    """Bytes of the Temporal history of this workflow's runs (protobuf size)."""
+    history = await handle.fetch_history()
+    return sum(event.ByteSize() for event in history.events)

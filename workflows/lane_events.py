@@ -1,0 +1,54 @@
+"""Event-log entries the workflow writes about what the context engine did.
+
+Events are small: ids, counts and token figures, never content. Their seqs come
+from the lane's sequence, so a replayed workflow writes the same rows again and
+the store keeps one of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from workflows.context.items import Item
+from workflows.context.plan import ApplyResult, CompactionPlan
+from workflows.messages import EventSpec
+
+
+def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Callable[[], int],
+                      lane: str = "main") -> list[EventSpec]:
+    """One event for the compaction, one per item that left the working set."""
+    seq = next_seq()
+    events = [
+        EventSpec(
+            lane=lane,
+            seq=seq,
+            event_id=f"evt-{lane}-{seq:06d}",
+            kind=f"context.compaction.{plan.mode}",
+            payload={
+                "applied": result.applied,
+                "passes": plan.passes_run,
+                "tokens_before": plan.tokens_before,
+                "tokens_after": result.tokens_after,
+                "target": plan.target,
+                "budget": plan.budget,
+                "reaches_target": plan.reaches_target,
+                "transitions": len(plan.transitions),
+                "archived": len(result.archived),
+                "created": [c.item_id for c in result.created],
+            },
+        )
+    ]
+    for item in result.archived:
+        events.append(archived_event(item, next_seq(), lane))
+    return events
+
+
+def archived_event(item: Item, seq: int, lane: str = "main") -> EventSpec:
+    """An archived item leaves workflow state; its last metadata is kept in the event log."""
+    return EventSpec(
+        lane=lane,
+        seq=seq,
+        event_id=f"evt-{lane}-{seq:06d}",
+        kind="item.archived",
+        payload={"item_id": item.id, "reason": item.reason, "metadata": item.model_dump(mode="json")},
+    )

@@ -1,0 +1,224 @@
+"""Payloads exchanged between clients, workflows and activities.
+
+Everything here crosses Temporal's history, so it carries metadata only: ids,
+token counts and small fields. Bulk text lives in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.context.items import Item, Projection
+
+MAX_SUBMIT_CHARS = 1_000_000  # larger input belongs in a file the agent reads
+
+
+class ReplaySpec(BaseModel):
+    """Drive the session from a recorded trajectory instead of a live model."""
+
+    trajectory_path: str
+    trajectory_id: str
+    model_base_url: str  # the replay model server (worker.replay_model) serving it
+
+
+class SessionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    tenant: str = "default"
+    model: str = "gpt-4o-mini"
+    context_window: int = 128_000
+    max_output_tokens: int = 4_096
+    budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
+    max_turns_per_task: int = 400
+    system_prompt: str = "You are a careful software engineering agent."
+    replay: ReplaySpec | None = None
+    tool_definition_tokens: int = 0  # measured by the describe_tools activity at start
+
+
+class SessionInput(BaseModel):
+    config: SessionConfig
+    checkpoint_id: str | None = None  # set when continuing as new
+
+
+class SubmitRequest(BaseModel):
+    """A user message. ``text`` is checked by the update validator, not by decoding,
+    so that bad input is rejected with a clear error instead of failing a workflow task."""
+
+    text: Any = None
+
+
+def submit_text_problem(value: object) -> str | None:
+    """What is wrong with a submitted message, or None when it is acceptable."""
+    if not isinstance(value, str):
+        return f"message must be text, got {type(value).__name__}"
+    if not value.strip():
+        return "message is empty"
+    if len(value) > MAX_SUBMIT_CHARS:
+        return f"message has {len(value)} characters; the limit is {MAX_SUBMIT_CHARS}"
+    return None
+
+
+class SubmitResult(BaseModel):
+    task_id: str
+
+
+class TaskStatus(BaseModel):
+    task_id: str
+    state: str  # queued / running / completed / failed
+    turns: int = 0
+    error: str | None = None
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    tasks: list[TaskStatus]
+    turns: int
+    items: int
+    next_seq: int
+    closed: bool
+
+
+# --- activities -------------------------------------------------------------
+
+
+class StoredItem(BaseModel):
+    """Metadata an activity returns after it stored an item's content."""
+
+    item: Item
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+
+
+class ToolCallRef(BaseModel):
+    id: str
+    name: str
+
+
+StoredItem.model_rebuild()
+
+
+class SessionStartInput(BaseModel):
+    session_id: str
+    tenant: str
+    config: dict
+    tools: list[str]
+    model: str
+
+
+class SessionStartResult(BaseModel):
+    tool_definition_tokens: int
+
+
+class GeneratedItem(BaseModel):
+    item: Item
+    text: str
+    number: int  # the engine's counter of generated items: their seq in the generated lane
+
+
+class GeneratedItemsInput(BaseModel):
+    session_id: str
+    lane: str = "main"
+    items: list[GeneratedItem]
+
+
+class MeasureTextsInput(BaseModel):
+    model: str
+    texts: dict[str, str]
+
+
+class EventsInput(BaseModel):
+    session_id: str
+    events: list[EventSpec]
+
+
+class EventSpec(BaseModel):
+    lane: str = "main"
+    seq: int
+    event_id: str
+    kind: str
+    payload: dict = Field(default_factory=dict)
+
+
+EventsInput.model_rebuild()
+
+
+class StoreUserMessageInput(BaseModel):
+    session_id: str
+    lane: str = "main"
+    observation_id: str | None = None  # set for oversized input
+    item_id: str
+    seq: int
+    task_id: str
+    text: str
+    kind: str = "user"
+    role: str = "user"
+    model: str
+    preview_chars: int
+
+
+class PlanDelta(BaseModel):
+    """A request plan, sent as a change against the previous one.
+
+    Between compactions a request only grows at its end, so the delta is the items
+    appended since the previous plan and history grows by O(1) per turn.
+    """
+
+    version: int
+    base_version: int | None  # None: ``entries`` is the whole plan
+    entries: list[tuple[str, Projection]]
+
+
+class ModelCallInput(BaseModel):
+    session_id: str
+    lane: str = "main"
+    plan: PlanDelta
+    response_item_id: str
+    response_seq: int
+    task_id: str
+    model: str
+    max_output_tokens: int
+    preview_chars: int
+    tools: list[str]
+    replay: ReplaySpec | None = None
+    replay_turn: int = 0
+
+
+class ModelCallResult(BaseModel):
+    stored: StoredItem
+    finish_reason: str | None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    request_tokens: int  # our own count of what was sent
+
+
+class ToolRunInput(BaseModel):
+    session_id: str
+    lane: str = "main"
+    call_id: str
+    tool_name: str
+    assistant_item_id: str
+    result_item_id: str
+    result_seq: int
+    observation_id: str
+    task_id: str
+    group: int
+    model: str
+    preview_chars: int
+    replay: ReplaySpec | None = None
+
+
+class ToolRunResult(BaseModel):
+    stored: StoredItem
+    recall: RecallMark | None = None  # set for recall_observation: what was read
+
+
+class RecallMark(BaseModel):
+    observation_id: str
+    offset: int
+    limit: int
+    total_chars: int
+
+
+ToolRunResult.model_rebuild()
