@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import signal
 import sys
 import tempfile
@@ -34,11 +35,15 @@ DEFAULT_TRAJECTORY = (
 )
 
 
+DEFAULT_BUDGET = 12_000
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="lanes demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--trajectory", default=str(DEFAULT_TRAJECTORY), help="recorded session to replay")
     parser.add_argument("--kill-worker-at-step", type=int, default=None, metavar="N")
-    parser.add_argument("--budget", type=int, default=None, help="working-set budget in tokens")
+    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
+                        help=f"working-set budget in tokens (default {DEFAULT_BUDGET}: small enough to see compactions)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--data-dir", default=None, help="where the local stack keeps its files")
     parser.add_argument("--keep-running", action="store_true", help="keep the stack up after the demo (Ctrl-C stops)")
@@ -99,7 +104,6 @@ async def run_demo(args: argparse.Namespace, stack: Stack, console: Console) -> 
         await handle.signal("close")
         await handle.result()
         stored_ids = await store.item_ids(session_id)
-        known = {i.id for i in report.items}
         task = next(t for t in final.tasks if t.task_id == task_id)
         return {
             "session_id": session_id,
@@ -108,9 +112,10 @@ async def run_demo(args: argparse.Namespace, stack: Stack, console: Console) -> 
             "steps": task.turns,
             "items_stored": len(stored_ids),
             "observations_stored": await store.count_observations(session_id),
-            "duplicate_items": len(stored_ids) - len(known & set(stored_ids)),
+            "duplicate_items": await duplicate_items(store, session_id, report, stored_ids),
             "worker_restarts": worker.restarts,
             "context_tokens": report.working_set_tokens,
+            "compactions": report.compactions,
             "budget": report.budget,
             "history_bytes": await sessions.history_bytes(handle),
             "temporal_address": stack.temporal_address,
@@ -118,6 +123,16 @@ async def run_demo(args: argparse.Namespace, stack: Stack, console: Console) -> 
     finally:
         server.stop()
         await store.close()
+
+
+async def duplicate_items(store: Store, session_id: str, report, stored_ids: list[str]) -> int:
+    """Items stored more than once: logged twice, or stored under an id the session
+    never used (neither in its working set nor archived by a compaction)."""
+    events = await store.list_events(session_id, limit=10_000)
+    added = [e.payload["item_id"] for e in events if e.kind == "item.added"]
+    archived = {e.payload["item_id"] for e in events if e.kind == "item.archived"}
+    known = {i.id for i in report.items} | archived
+    return (len(added) - len(set(added))) + len(set(stored_ids) - known)
 
 
 def print_summary(summary: dict, console: Console) -> None:
@@ -133,7 +148,16 @@ def print_summary(summary: dict, console: Console) -> None:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     console = Console(stderr=args.json)
+    throwaway = args.data_dir is None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="lanes-demo-"))
+    try:
+        return _run(args, console, data_dir)
+    finally:
+        if throwaway:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, console: Console, data_dir: Path) -> int:
     with Stack(data_dir) as stack:
         console.print(f"stack up: temporal {stack.temporal_address}, data in {data_dir}")
         summary = asyncio.run(run_demo(args, stack, console))
