@@ -83,9 +83,14 @@ FORMAT_SYNTHETIC = "synthetic"
 
 #: Ids of files under this folder are their path relative to it (``folder/sub/file``), whatever
 #: path the caller used to reach them. Override with ``LANES_TRAJECTORY_ROOT``.
-DEFAULT_TRAJECTORY_ROOT = Path(
-    os.environ.get("LANES_TRAJECTORY_ROOT", "/work/shared/data/trajectories")
-)
+def _default_root() -> Path:
+    """``LANES_TRAJECTORY_ROOT``, else ``../shared/data/trajectories`` beside the checkout."""
+    if configured := os.environ.get("LANES_TRAJECTORY_ROOT"):
+        return Path(configured)
+    return Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
+
+
+DEFAULT_TRAJECTORY_ROOT = _default_root()
 
 # mini-swe-agent's own action regex (``AgentConfig.action_regex``), used with re.DOTALL.
 _BASH_BLOCK_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
