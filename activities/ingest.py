@@ -7,17 +7,21 @@ stores nothing twice and reports the same metadata.
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.items import finish_item, item_row, store_item
 from activities.runtime import get_runtime
-from activities.store import EventRow
+from activities.store import EventRow, ObservationNotFound
+from activities.tools import read_whole
+from workflows.context.classify import classify_tool
 from activities.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_tool_definitions
 from activities.tool_specs import tool_specs
-from workflows.context.content import ItemContent
-from workflows.context.items import Item
+from workflows.context.content import ItemContent, ToolCall
+from workflows.context.items import Item, Kind
 from workflows.messages import (
     EventsInput,
     GeneratedItemsInput,
+    IngestItemsInput,
     MeasureTextsInput,
     SessionStartInput,
     SessionStartResult,
@@ -73,3 +77,57 @@ async def record_events(inp: EventsInput) -> int:
     runtime = await get_runtime()
     rows = [EventRow(**e.model_dump()) for e in inp.events]
     return await runtime.store.append_events(inp.session_id, rows)
+
+
+ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
+
+
+@activity.defn(name="ingest_items")
+async def ingest_items(inp: IngestItemsInput) -> list[Item]:
+    """Store the items an external agent appended and measure them.
+
+    Content arrives inline or by reference to an observation the API already wrote;
+    tool output is archived as an observation either way, so it is recallable.
+    """
+    runtime = await get_runtime()
+    store = runtime.store
+    calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
+    stored: list[Item] = []
+    for offset, ext in enumerate(inp.items):
+        seq = inp.first_seq + offset
+        item_id = f"itm-{seq:06d}"
+        text = ext.text
+        if ext.content_ref is not None:
+            try:
+                text = await read_whole(store, inp.session_id, ext.content_ref)
+            except ObservationNotFound:
+                raise ApplicationError(
+                    f"content_ref {ext.content_ref} is not stored for this session", type="ItemInputError",
+                    non_retryable=True,
+                ) from None
+        content = ItemContent(
+            text=text or "",
+            tool_calls=[ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in ext.tool_calls],
+            tool_call_id=ext.tool_call_id,
+            tool_name=ext.tool_name,
+        )
+        calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
+        item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
+                    task=inp.task_id)
+        if ext.kind == Kind.ASSISTANT.value:
+            item = item.model_copy(update={"group": seq, "tool_call_ids": [c.id for c in ext.tool_calls]})
+        elif ext.kind == Kind.TOOL_RESULT.value:
+            name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
+            obs_id = ext.content_ref or f"obs-{inp.session_id}-{seq:06d}"
+            if ext.content_ref is None:
+                await store.put_observation(inp.session_id, obs_id, item_id, content.text)
+            item = item.model_copy(update={
+                "tool_name": ext.tool_name or name,
+                "tool_call_ids": [ext.tool_call_id] if ext.tool_call_id else [],
+                "exit_code": ext.exit_code,
+                "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
+                "observation_id": obs_id,
+            })
+        item = finish_item(item, content, inp.preview_chars, inp.model)
+        stored.append(await store_item(store, inp.session_id, inp.lane, item, content))
+    return stored

@@ -30,6 +30,7 @@ ACTIVITIES = [
     ingest.measure_texts,
     ingest.store_generated_items,
     ingest.record_events,
+    ingest.ingest_items,
     model.call_model,
     tools.run_tool,
 ]

@@ -17,14 +17,10 @@ from workflows.messages import EventSpec
 def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Callable[[], int],
                       lane: str = "main") -> list[EventSpec]:
     """One event for the compaction, one per item that left the working set."""
-    seq = next_seq()
     events = [
-        EventSpec(
-            lane=lane,
-            seq=seq,
-            event_id=f"evt-{lane}-{seq:06d}",
-            kind=f"context.compaction.{plan.mode}",
-            payload={
+        event(
+            f"context.compaction.{plan.mode}",
+            {
                 "applied": result.applied,
                 "passes": plan.passes_run,
                 "tokens_before": plan.tokens_before,
@@ -36,6 +32,8 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
                 "archived": len(result.archived),
                 "created": [c.item_id for c in result.created],
             },
+            next_seq(),
+            lane,
         )
     ]
     for item in result.archived:
@@ -45,10 +43,13 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
 
 def archived_event(item: Item, seq: int, lane: str = "main") -> EventSpec:
     """An archived item leaves workflow state; its last metadata is kept in the event log."""
-    return EventSpec(
-        lane=lane,
-        seq=seq,
-        event_id=f"evt-{lane}-{seq:06d}",
-        kind="item.archived",
-        payload={"item_id": item.id, "reason": item.reason, "metadata": item.model_dump(mode="json")},
+    return event(
+        "item.archived",
+        {"item_id": item.id, "reason": item.reason, "metadata": item.model_dump(mode="json")},
+        seq,
+        lane,
     )
+
+
+def event(kind: str, payload: dict, seq: int, lane: str = "main") -> EventSpec:
+    return EventSpec(lane=lane, seq=seq, event_id=f"evt-{lane}-{seq:06d}", kind=kind, payload=payload)

@@ -222,3 +222,87 @@ class RecallMark(BaseModel):
 
 
 ToolRunResult.model_rebuild()
+
+
+# --- external-agent mode (the agent loop runs elsewhere) ----------------------------
+
+INLINE_TEXT_LIMIT = 16_384  # larger content is written to PostgreSQL first and sent by reference
+
+
+class ExternalToolCall(BaseModel):
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    arguments: str = "{}"
+
+
+class ExternalItem(BaseModel):
+    """One item an external agent appends. Content travels inline when small, else as
+    ``content_ref``: an observation the API already stored in PostgreSQL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(min_length=1, max_length=64)  # user / assistant / tool_result / note / decision / ...
+    role: str | None = None  # default from kind
+    text: str | None = Field(default=None, max_length=INLINE_TEXT_LIMIT)
+    content_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    tool_calls: list[ExternalToolCall] = Field(default_factory=list, max_length=64)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    exit_code: int | None = None
+
+
+class AppendItemsRequest(BaseModel):
+    items: list[ExternalItem] = Field(min_length=1, max_length=100)
+
+
+class AppendItemsResult(BaseModel):
+    item_ids: list[str]
+
+
+class IngestItemsInput(BaseModel):
+    session_id: str
+    lane: str = "main"
+    model: str
+    preview_chars: int
+    task_id: str | None
+    first_seq: int
+    items: list[ExternalItem]
+
+
+class PreparedRequest(BaseModel):
+    """What ``GET /request`` renders: the plan, after any compaction it needed."""
+
+    entries: list[tuple[str, Projection]]
+    stable_prefix_entries: int
+    total_tokens: int
+    budget: int
+    fits: bool
+    reason: str = ""
+    preview_chars: int
+    model: str
+    tools: list[str]
+
+
+class EpisodeBegin(BaseModel):
+    episode_id: str = Field(min_length=1, max_length=120)
+    kind: str  # exploration / action
+    goal: str = Field(min_length=1, max_length=2_000)
+    depends_on: list[str] = Field(default_factory=list, max_length=50)
+
+
+class EpisodeEnd(BaseModel):
+    episode_id: str = Field(min_length=1, max_length=120)
+    conclusion: str | None = Field(default=None, max_length=4_000)
+
+
+class CondenseRequest(BaseModel):
+    """Memory JSON for ``condense_context`` (validated by the engine's schema)."""
+
+    memory: dict
+
+
+class CondenseResult(BaseModel):
+    status: str  # accepted / rejected / no-op
+    reason: str = ""
+    memory_id: str | None = None
+    archived: int = 0

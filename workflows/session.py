@@ -1,37 +1,40 @@
-"""SessionWorkflow: one hosted agent session (the main lane).
+"""SessionWorkflow: one agent session (the main lane).
 
 The workflow is the control plane: it holds item metadata and the engine state,
-decides every id, and asks activities to do all I/O. A user message (update
-``submit``) becomes a task; a task is the agent loop: plan the request, call the
-model, run its tool calls, until the model answers without tool calls.
+decides every id, and asks activities to do all I/O. Two ways to drive it:
+
+- hosted: a user message (update ``submit``) becomes a task, and a task is the agent
+  loop: plan the request, call the model, run its tool calls, until the model
+  answers without tool calls;
+- external: an agent whose loop runs elsewhere appends items, asks for the next
+  request (``prepare_request``), marks episodes and condenses.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import activity_calls as calls
     from workflows.context import engine
     from workflows.context.config import EngineConfig
+    from workflows.context.errors import EngineError
     from workflows.context.items import Item, Kind, Projection
-    from workflows.lane_events import compaction_events
+    from workflows.lane import Lane, LaneState
     from workflows.messages import (
-        EventsInput,
-        GeneratedItem,
-        GeneratedItemsInput,
-        MeasureTextsInput,
+        AppendItemsRequest,
+        AppendItemsResult,
+        CondenseRequest,
+        CondenseResult,
+        EpisodeBegin,
+        EpisodeEnd,
         ModelCallInput,
         ModelCallResult,
-        PlanDelta,
+        PreparedRequest,
         SessionInput,
         SessionStartInput,
-        SessionStartResult,
         SessionStatus,
-        StoreUserMessageInput,
         SubmitRequest,
         SubmitResult,
         TaskStatus,
@@ -40,32 +43,10 @@ with workflow.unsafe.imports_passed_through():
         submit_text_problem,
     )
 
-LANE = "main"
 REPLAY_TOOLS = ["bash", "recall_observation"]
 WORKSPACE_TOOLS = ["read_file", "write_file", "list_files", "bash", "recall_observation"]
-# Oversized user input reaches the model as a bounded source reference, not verbatim.
-OVERSIZED_INPUT_CHARS = 32_000
-CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
 # The provider-overflow ladder: after these two retries the error is terminal.
 OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
-
-# Long activities heartbeat every 2 s: a killed worker's call is retried elsewhere
-# after this, not after its whole start-to-close timeout.
-HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-SHORT_IO_TIMEOUT = timedelta(seconds=20)  # store writes and token counts
-MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
-    non_retryable_error_types=["ModelRequestRejected", CONTEXT_LENGTH_EXCEEDED, "WorkerMisconfigured"],
-)
-IO_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=["WorkerMisconfigured"],
-)
 
 
 class PendingTask:
@@ -79,23 +60,19 @@ class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.config = inp.config
-        self.next_seq = 0
         self.next_task = 0
         self.turns = 0
         self.closed = False
         self.pending: list[PendingTask] = []  # submitted text waits here only until its task starts
         self.tasks: dict[str, TaskStatus] = {}
-        self.state: engine.ContextState | None = None
-        self.engine_config: EngineConfig | None = None
-        self.plan_version = 0
-        self.last_plan: list[tuple[str, Projection]] = []
+        self.lane: Lane | None = None
+        self.external_task: str | None = None
 
-    # --- client interface ---------------------------------------------------------
+    # --- hosted mode -------------------------------------------------------------------
 
     @workflow.update
     async def submit(self, request: SubmitRequest) -> SubmitResult:
-        task_id = f"task-{self.next_task:04d}"
-        self.next_task += 1
+        task_id = self._new_task_id()
         self.pending.append(PendingTask(task_id, request.text))
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="queued")
         return SubmitResult(task_id=task_id)
@@ -105,8 +82,7 @@ class SessionWorkflow:
         problem = submit_text_problem(request.text)
         if problem is not None:
             raise ValueError(f"submit rejected: {problem}")
-        if self.closed:
-            raise ValueError("submit rejected: the session is closed")
+        self._check_open("submit")
 
     @workflow.signal
     def close(self) -> None:
@@ -115,9 +91,7 @@ class SessionWorkflow:
 
     @workflow.query
     def context(self) -> engine.ContextReport:
-        if self.state is None:
-            raise ApplicationError("the session is still starting")
-        return engine.build_report(self.state)
+        return engine.build_report(self._lane().state)
 
     @workflow.query
     def status(self) -> SessionStatus:
@@ -125,12 +99,72 @@ class SessionWorkflow:
             session_id=self.config.session_id,
             tasks=list(self.tasks.values()),
             turns=self.turns,
-            items=0 if self.state is None else len(self.state.items),
-            next_seq=self.next_seq,
+            items=0 if self.lane is None else len(self.lane.state.items),
+            next_seq=0 if self.lane is None else self.lane.data.next_seq,
             closed=self.closed,
         )
 
-    # --- main loop ------------------------------------------------------------------
+    # --- external-agent mode -----------------------------------------------------------
+
+    @workflow.update
+    async def append_items(self, request: AppendItemsRequest) -> AppendItemsResult:
+        lane = await self._ready_lane()
+        async with lane.lock:
+            for item in request.items:
+                if item.kind == Kind.USER.value:
+                    self._begin_external_task()
+            added = await lane.add_external(request.items)
+        return AppendItemsResult(item_ids=[i.id for i in added])
+
+    @append_items.validator
+    def validate_append_items(self, request: AppendItemsRequest) -> None:
+        self._check_open("append_items")
+        for index, item in enumerate(request.items):
+            if item.kind in (Kind.CAPABILITY.value, Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value):
+                raise ValueError(f"items[{index}]: kind {item.kind!r} cannot be appended")
+            if (item.text is None) == (item.content_ref is None):
+                raise ValueError(f"items[{index}]: give exactly one of text and content_ref")
+            if item.kind == Kind.TOOL_RESULT.value and not item.tool_call_id:
+                raise ValueError(f"items[{index}]: a tool_result needs the tool_call_id it answers")
+
+    @workflow.update
+    async def prepare_request(self) -> PreparedRequest:
+        lane = await self._ready_lane()
+        async with lane.lock:
+            await lane.compact_if_needed()
+            plan = engine.plan_request(lane.state)
+        return PreparedRequest(
+            entries=[(e.item_id, e.projection) for e in plan.entries],
+            stable_prefix_entries=plan.stable_prefix_entries,
+            total_tokens=plan.total_tokens,
+            budget=plan.budget,
+            fits=plan.fits,
+            reason=plan.reason,
+            preview_chars=lane.preview_chars,
+            model=self.config.model,
+            tools=self._tools(),
+        )
+
+    @workflow.update
+    async def begin_episode(self, request: EpisodeBegin) -> None:
+        lane = await self._ready_lane()
+        async with lane.lock:
+            _engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
+                         request.depends_on)
+
+    @workflow.update
+    async def end_episode(self, request: EpisodeEnd) -> None:
+        lane = await self._ready_lane()
+        async with lane.lock:
+            _engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
+
+    @workflow.update
+    async def condense_context(self, request: CondenseRequest) -> CondenseResult:
+        lane = await self._ready_lane()
+        async with lane.lock:
+            return await lane.condense(request.memory)
+
+    # --- main loop ---------------------------------------------------------------------
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
@@ -145,220 +179,155 @@ class SessionWorkflow:
 
     async def _start(self) -> None:
         cfg = self.config
-        started: SessionStartResult = await workflow.execute_activity(
-            "start_session",
+        started = await calls.start_session(
             SessionStartInput(
                 session_id=cfg.session_id,
                 tenant=cfg.tenant,
                 config={"model": cfg.model, "context_window": cfg.context_window, "replay": cfg.replay is not None},
                 tools=self._tools(),
                 model=cfg.model,
-            ),
-            result_type=SessionStartResult,
-            start_to_close_timeout=SHORT_IO_TIMEOUT,
-            retry_policy=IO_RETRY,
+            )
         )
-        self.engine_config = EngineConfig(
+        config = EngineConfig(
             context_window=cfg.context_window,
             max_output_tokens=cfg.max_output_tokens,
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
         )
-        self.state = engine.new_state(self.engine_config)
-        system = await self._store_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
-        engine.add_item(self.state, system)
+        lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
+        async with lane.lock:
+            self.lane = lane
+            await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
+
+    def _lane(self) -> Lane:
+        if self.lane is None:
+            raise ApplicationError("the session is still starting")
+        return self.lane
+
+    async def _ready_lane(self) -> Lane:
+        await workflow.wait_condition(lambda: self.lane is not None)
+        return self._lane()
+
+    def _check_open(self, what: str) -> None:
+        if self.closed:
+            raise ValueError(f"{what} rejected: the session is closed")
+
+    def _new_task_id(self) -> str:
+        task_id = f"task-{self.next_task:04d}"
+        self.next_task += 1
+        return task_id
+
+    def _begin_external_task(self) -> None:
+        """In external mode each user message starts a task (ending the previous one)."""
+        state = self._lane().state
+        if self.external_task is not None and state.current_task == self.external_task:
+            engine.end_task(state, self.external_task)
+            self.tasks[self.external_task].state = "completed"
+        self.external_task = self._new_task_id()
+        self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
+        engine.begin_task(state, self.external_task)
 
     def _tools(self) -> list[str]:
         return REPLAY_TOOLS if self.config.replay is not None else WORKSPACE_TOOLS
 
-    def _seq(self) -> int:
-        seq = self.next_seq
-        self.next_seq += 1
-        return seq
-
-    @property
-    def _preview_chars(self) -> int:
-        assert self.engine_config is not None
-        return self.engine_config.effective_preview_chars
-
-    async def _store_text(self, text: str, *, kind: str, role: str, task_id: str | None) -> Item:
-        seq = self._seq()
-        oversized = len(text) > OVERSIZED_INPUT_CHARS
-        return await workflow.execute_activity(
-            "store_user_message",
-            StoreUserMessageInput(
-                session_id=self.config.session_id,
-                lane=LANE,
-                item_id=f"itm-{seq:06d}",
-                seq=seq,
-                task_id=task_id or "",
-                text=text,
-                kind=kind,
-                role=role,
-                model=self.config.model,
-                preview_chars=self._preview_chars,
-                observation_id=f"obs-{self.config.session_id}-{seq:06d}" if oversized else None,
-            ),
-            result_type=Item,
-            start_to_close_timeout=SHORT_IO_TIMEOUT,
-            retry_policy=IO_RETRY,
-        )
-
-    # --- one task: the agent loop ------------------------------------------------------
+    # --- one hosted task: the agent loop -----------------------------------------------
 
     async def _run_task(self, task: PendingTask) -> None:
-        assert self.state is not None
+        lane = self._lane()
         status = self.tasks[task.task_id]
         status.state = "running"
-        engine.begin_task(self.state, task.task_id)
-        user = await self._store_text(task.text, kind=Kind.USER, role="user", task_id=task.task_id)
-        engine.add_item(self.state, user)
+        async with lane.lock:
+            engine.begin_task(lane.state, task.task_id)
+            await lane.add_text(task.text, kind=Kind.USER, role="user", task_id=task.task_id)
+        task.text = ""
         try:
             for turn in range(self.config.max_turns_per_task):
                 status.turns = turn + 1
                 self.turns += 1
-                await self._compact_if_needed()
-                answer = await self._call_model(task.task_id, turn)
-                engine.add_item(self.state, answer.stored.item)
-                if not answer.stored.tool_calls:
-                    status.state = "completed"
-                    break
-                for call in answer.stored.tool_calls:
-                    result = await self._run_tool(task.task_id, answer.stored.item, call.id, call.name)
-                    engine.add_item(self.state, result.stored.item)
-                    if result.recall is not None:
-                        r = result.recall
-                        engine.record_recall(self.state, r.observation_id, r.offset, r.limit, r.total_chars)
-                engine.end_step(self.state)
+                async with lane.lock:
+                    if await self._step(lane, task.task_id, turn):
+                        status.state = "completed"
+                        break
             else:
                 status.state = "failed"
                 status.error = f"the task reached its limit of {self.config.max_turns_per_task} model turns"
         except ActivityError as error:
             status.state = "failed"
             status.error = _describe(error)
-        engine.end_task(self.state, task.task_id)
-        task.text = ""
+        async with lane.lock:
+            engine.end_task(lane.state, task.task_id)
 
-    async def _compact_if_needed(self) -> None:
-        """The deterministic fallback, when the working set needs it.
+    async def _step(self, lane: Lane, task_id: str, turn: int) -> bool:
+        """One model step; True when the model answered without tool calls."""
+        await lane.compact_if_needed()
+        answer = await self._call_model(lane, task_id, turn)
+        assistant = engine.add_item(lane.state, answer.stored.item)
+        for call in answer.stored.tool_calls:
+            result = await self._run_tool(lane, task_id, assistant, call.id, call.name)
+            engine.add_item(lane.state, result.stored.item)
+            if result.recall is not None:
+                r = result.recall
+                engine.record_recall(lane.state, r.observation_id, r.offset, r.limit, r.total_chars)
+        engine.end_step(lane.state)
+        return not answer.stored.tool_calls
 
-        Two-phase: the engine plans, an activity measures the text it generated
-        (tiktoken stays out of workflow code), the plan is applied, then the created
-        items and the events are stored.
-        """
-        assert self.state is not None
-        if not engine.needs_compaction(self.state):
-            return
-        plan = engine.plan_fallback(self.state)
-        measured: dict[str, dict[Projection, int]] = {}
-        if plan.generated:
-            counts = await workflow.execute_activity(
-                "measure_texts",
-                MeasureTextsInput(model=self.config.model, texts={g.key: g.text for g in plan.generated}),
-                result_type=dict[str, int],
-                start_to_close_timeout=SHORT_IO_TIMEOUT,
-                retry_policy=IO_RETRY,
-            )
-            measured = {key: {Projection.FULL: tokens} for key, tokens in counts.items()}
-        result = engine.apply_plan(self.state, plan, measured)
-        if result.created:
-            await workflow.execute_activity(
-                "store_generated_items",
-                GeneratedItemsInput(
-                    session_id=self.config.session_id,
-                    lane=LANE,
-                    items=[
-                        GeneratedItem(item=self.state.items[c.item_id], text=c.text, number=_generated_number(c.item_id))
-                        for c in result.created
-                    ],
-                ),
-                start_to_close_timeout=SHORT_IO_TIMEOUT,
-                retry_policy=IO_RETRY,
-            )
-        await workflow.execute_activity(
-            "record_events",
-            EventsInput(session_id=self.config.session_id, events=compaction_events(plan, result, self._seq, LANE)),
-            start_to_close_timeout=SHORT_IO_TIMEOUT,
-            retry_policy=IO_RETRY,
-        )
-
-    def _plan_delta(self, entries: list[tuple[str, Projection]]) -> PlanDelta:
-        """The plan as a change against the previous one (usually: items appended)."""
-        self.plan_version += 1
-        base = self.last_plan
-        if base and entries[: len(base)] == base:
-            delta = PlanDelta(version=self.plan_version, base_version=self.plan_version - 1, entries=entries[len(base):])
-        else:
-            delta = PlanDelta(version=self.plan_version, base_version=None, entries=entries)
-        self.last_plan = entries
-        return delta
-
-    async def _call_model(self, task_id: str, turn: int) -> ModelCallResult:
-        assert self.state is not None
-        response_seq = self._seq()
+    async def _call_model(self, lane: Lane, task_id: str, turn: int) -> ModelCallResult:
+        response_seq = lane.next_seq()
         ladder: list[Projection] = [Projection.FULL, *OVERFLOW_LADDER]
         for step, projection in enumerate(ladder):
-            plan = engine.plan_request(self.state, ladder=projection)
-            entries = [(e.item_id, e.projection) for e in plan.entries]
+            plan = engine.plan_request(lane.state, ladder=projection)
             try:
-                return await workflow.execute_activity(
-                    "call_model",
+                return await calls.call_model(
                     ModelCallInput(
                         session_id=self.config.session_id,
-                        lane=LANE,
-                        plan=self._plan_delta(entries),
-                        response_item_id=f"itm-{response_seq:06d}",
+                        lane=lane.data.lane,
+                        plan=lane.plan_delta([(e.item_id, e.projection) for e in plan.entries]),
+                        response_item_id=lane.item_id(response_seq),
                         response_seq=response_seq,
                         task_id=task_id,
                         model=self.config.model,
                         max_output_tokens=self.config.max_output_tokens,
-                        preview_chars=self._preview_chars,
+                        preview_chars=lane.preview_chars,
                         tools=self._tools(),
                         replay=self.config.replay,
                         replay_turn=turn,
-                    ),
-                    result_type=ModelCallResult,
-                    start_to_close_timeout=timedelta(seconds=300),
-                    heartbeat_timeout=HEARTBEAT_TIMEOUT,
-                    retry_policy=MODEL_RETRY,
+                    )
                 )
             except ActivityError as error:
                 cause = error.cause
-                overflow = isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH_EXCEEDED
+                overflow = isinstance(cause, ApplicationError) and cause.type == calls.CONTEXT_LENGTH_EXCEEDED
                 if not overflow or step == len(ladder) - 1:
                     raise
                 workflow.logger.warning("provider overflow; retrying with %s projection", ladder[step + 1])
         raise AssertionError("unreachable")
 
-    async def _run_tool(self, task_id: str, assistant: Item, call_id: str, name: str) -> ToolRunResult:
-        seq = self._seq()
-        return await workflow.execute_activity(
-            "run_tool",
+    async def _run_tool(self, lane: Lane, task_id: str, assistant: Item, call_id: str, name: str) -> ToolRunResult:
+        seq = lane.next_seq()
+        return await calls.run_tool(
             ToolRunInput(
                 session_id=self.config.session_id,
-                lane=LANE,
+                lane=lane.data.lane,
                 call_id=call_id,
                 tool_name=name,
                 assistant_item_id=assistant.id,
-                result_item_id=f"itm-{seq:06d}",
+                result_item_id=lane.item_id(seq),
                 result_seq=seq,
-                observation_id=f"obs-{self.config.session_id}-{seq:06d}",
+                observation_id=lane.observation_id(seq),
                 task_id=task_id,
                 group=assistant.seq,
                 model=self.config.model,
-                preview_chars=self._preview_chars,
+                preview_chars=lane.preview_chars,
                 replay=self.config.replay,
-            ),
-            result_type=ToolRunResult,
-            start_to_close_timeout=timedelta(seconds=300),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=IO_RETRY,
+            )
         )
 
 
-def _generated_number(item_id: str) -> int:
-    """Generated ids are "<kind>-<n>" with n unique in the lane."""
-    return int(item_id.rsplit("-", 1)[1])
+def _engine_call(fn, *args):
+    """Engine refusals (bad episode transitions...) become clear update failures."""
+    try:
+        return fn(*args)
+    except EngineError as error:
+        raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from None
 
 
 def _describe(error: ActivityError) -> str:

@@ -1,0 +1,107 @@
+"""Every activity the workflows call, with its timeouts and retry policy in one place.
+
+Activities are named by string so that workflow code never imports their modules
+(openai, asyncpg...) into the sandbox.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.context.items import Item
+    from workflows.messages import (
+        EventsInput,
+        EventSpec,
+        GeneratedItemsInput,
+        IngestItemsInput,
+        MeasureTextsInput,
+        ModelCallInput,
+        ModelCallResult,
+        SessionStartInput,
+        SessionStartResult,
+        StoreUserMessageInput,
+        ToolRunInput,
+        ToolRunResult,
+    )
+
+CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
+# Long activities heartbeat every 2 s: a killed worker's call is retried elsewhere
+# after this, not after its whole start-to-close timeout.
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+SHORT_IO_TIMEOUT = timedelta(seconds=20)  # store writes and token counts
+LONG_TIMEOUT = timedelta(seconds=300)  # model calls and tools
+
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+    non_retryable_error_types=["ModelRequestRejected", CONTEXT_LENGTH_EXCEEDED, "WorkerMisconfigured"],
+)
+IO_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    non_retryable_error_types=["WorkerMisconfigured", "ItemInputError"],
+)
+
+
+async def start_session(inp: SessionStartInput) -> SessionStartResult:
+    return await workflow.execute_activity(
+        "start_session", inp, result_type=SessionStartResult,
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def store_text(inp: StoreUserMessageInput) -> Item:
+    return await workflow.execute_activity(
+        "store_user_message", inp, result_type=Item,
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def ingest_items(inp: IngestItemsInput) -> list[Item]:
+    return await workflow.execute_activity(
+        "ingest_items", inp, result_type=list[Item],
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def measure_texts(model: str, texts: dict[str, str]) -> dict[str, int]:
+    return await workflow.execute_activity(
+        "measure_texts", MeasureTextsInput(model=model, texts=texts), result_type=dict[str, int],
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def store_generated(inp: GeneratedItemsInput) -> None:
+    await workflow.execute_activity(
+        "store_generated_items", inp,
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def record_events(session_id: str, events: list[EventSpec]) -> None:
+    if events:
+        await workflow.execute_activity(
+            "record_events", EventsInput(session_id=session_id, events=events),
+            start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        )
+
+
+async def call_model(inp: ModelCallInput) -> ModelCallResult:
+    return await workflow.execute_activity(
+        "call_model", inp, result_type=ModelCallResult,
+        start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
+    )
+
+
+async def run_tool(inp: ToolRunInput) -> ToolRunResult:
+    return await workflow.execute_activity(
+        "run_tool", inp, result_type=ToolRunResult,
+        start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=IO_RETRY,
+    )
