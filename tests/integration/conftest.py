@@ -10,7 +10,8 @@ import pytest
 from temporalio.client import Client
 
 from activities.trajectories import Trajectory, load_trajectory
-from tests.integration.support import LONG_TRAJECTORY
+from tests.integration.scripted_model import ScriptedModel
+from tests.integration.support import LIVE_SCRIPT, LONG_TRAJECTORY
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
 from worker.worker import build_worker
@@ -31,12 +32,22 @@ def replay_server(trajectory: Trajectory) -> Iterator[ReplayModelServer]:
 
 
 @pytest.fixture(scope="session")
-def settings(database_url: str, temporal_address: str, stack_dir: Path) -> Settings:
+def scripted_model() -> Iterator[ScriptedModel]:
+    """The live-mode model of this test session (see test_live_workspace.py)."""
+    model = ScriptedModel(LIVE_SCRIPT)
+    yield model
+    model.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str, temporal_address: str, stack_dir: Path, scripted_model: ScriptedModel) -> Settings:
     return Settings(
         temporal_address=temporal_address,
         database_url=database_url,
         task_queue=f"lanes-test-{uuid.uuid4().hex[:8]}",
         data_dir=stack_dir / "data",
+        openai_base_url=scripted_model.base_url,
+        openai_api_key="sk-test-not-a-secret",
     )
 
 

@@ -15,6 +15,7 @@ from worker import sessions
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
 from worker.stack import popen_group
+from tests.integration.scripted_model import tool_call
 from workflows.messages import ReplaySpec, SessionConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,6 +24,16 @@ LONG_TRAJECTORY = (
     Path(DEFAULT_TRAJECTORY_ROOT)
     / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz"
 )
+
+# What the scripted live model does in a task: write, read, run, try to escape, answer.
+LIVE_SCRIPT = [
+    {"content": "Writing the note.", "tool_calls": [tool_call("c1", "write_file", path="notes/a.txt", content="hello lanes\n")]},
+    {"content": None, "tool_calls": [tool_call("c2", "read_file", path="notes/a.txt")]},
+    {"content": None, "tool_calls": [tool_call("c3", "bash", command="wc -c < notes/a.txt; pwd")]},
+    {"content": None, "tool_calls": [tool_call("c4", "write_file", path="../outside.txt", content="no")]},
+    {"content": None, "tool_calls": [tool_call("c5", "list_files", path=".")]},
+    {"content": "Done: notes/a.txt holds the note."},
+]
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
