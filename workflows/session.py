@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.errors import EngineError
     from workflows.context.items import Item, Kind, Projection
     from workflows.lane import Lane, LaneState
+    from workflows.lane_events import event
     from workflows.messages import (
         AppendItemsRequest,
         AppendItemsResult,
@@ -296,9 +297,17 @@ class SessionWorkflow:
             except ActivityError as error:
                 cause = error.cause
                 overflow = isinstance(cause, ApplicationError) and cause.type == calls.CONTEXT_LENGTH_EXCEEDED
-                if not overflow or step == len(ladder) - 1:
+                if not overflow:
                     raise
-                workflow.logger.warning("provider overflow; retrying with %s projection", ladder[step + 1])
+                last = step == len(ladder) - 1
+                await calls.record_events(self.config.session_id, [event(
+                    "context.overflow.failed" if last else "context.overflow.retry",
+                    {"turn": turn, "rejected": projection.value, "next": None if last else ladder[step + 1].value,
+                     "request_tokens": plan.total_tokens, "error": str(cause)},
+                    lane.next_seq(), lane.data.lane,
+                )])
+                if last:
+                    raise
         raise AssertionError("unreachable")
 
     async def _run_tool(self, lane: Lane, task_id: str, assistant: Item, call_id: str, name: str) -> ToolRunResult:

@@ -53,12 +53,18 @@ def spawn_worker(settings: Settings, log_path: Path) -> subprocess.Popen:
 
 
 def replay_config(session_id: str, trajectory: Trajectory, server: ReplayModelServer, **overrides) -> SessionConfig:
+    return replay_config_for(session_id, trajectory, LONG_TRAJECTORY, server, **overrides)
+
+
+def replay_config_for(session_id: str, trajectory: Trajectory, path: Path, server: ReplayModelServer,
+                      **overrides) -> SessionConfig:
+    """A session that replays the recording at ``path`` (already loaded as ``trajectory``)."""
     return SessionConfig(
         session_id=session_id,
         model="replay",
         system_prompt=trajectory.system or "You are a helpful assistant.",
         replay=ReplaySpec(
-            trajectory_path=str(LONG_TRAJECTORY),
+            trajectory_path=str(path),
             trajectory_id=trajectory.id,
             model_base_url=server.base_url,
         ),
