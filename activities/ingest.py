@@ -11,8 +11,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities.items import finish_item, item_row, store_item
 from activities.runtime import get_runtime
-from activities.store import EventRow, ObservationNotFound
+from activities.store import CheckpointNotFound, EventRow, ObservationNotFound
 from activities.tools import read_whole
+from workflows.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
 from workflows.context.classify import classify_tool
 from activities.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_tool_definitions
 from activities.tool_specs import tool_specs
@@ -131,3 +132,22 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
         item = finish_item(item, content, inp.preview_chars, inp.model)
         stored.append(await store_item(store, inp.session_id, inp.lane, item, content))
     return stored
+
+
+@activity.defn(name="save_checkpoint")
+async def save_checkpoint(inp: SaveCheckpointInput) -> None:
+    """Write the session state the next run continues from (idempotent by id)."""
+    runtime = await get_runtime()
+    await runtime.store.put_checkpoint(
+        inp.session_id, inp.checkpoint_id, inp.checkpoint.lane.lane, inp.checkpoint.model_dump(mode="json")
+    )
+
+
+@activity.defn(name="load_checkpoint")
+async def load_checkpoint(inp: LoadCheckpointInput) -> SessionCheckpoint:
+    runtime = await get_runtime()
+    try:
+        state = await runtime.store.get_checkpoint(inp.session_id, inp.checkpoint_id)
+    except CheckpointNotFound as error:
+        raise ApplicationError(str(error), type="CheckpointNotFound", non_retryable=True) from None
+    return SessionCheckpoint.model_validate(state)

@@ -31,6 +31,8 @@ ACTIVITIES = [
     ingest.store_generated_items,
     ingest.record_events,
     ingest.ingest_items,
+    ingest.save_checkpoint,
+    ingest.load_checkpoint,
     model.call_model,
     tools.run_tool,
 ]

@@ -12,6 +12,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from workflows.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
     from workflows.context.items import Item
     from workflows.messages import (
         EventsInput,
@@ -46,7 +47,7 @@ IO_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=["WorkerMisconfigured", "ItemInputError"],
+    non_retryable_error_types=["WorkerMisconfigured", "ItemInputError", "CheckpointNotFound"],
 )
 
 
@@ -91,6 +92,19 @@ async def record_events(session_id: str, events: list[EventSpec]) -> None:
             "record_events", EventsInput(session_id=session_id, events=events),
             start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
         )
+
+
+async def save_checkpoint(inp: SaveCheckpointInput) -> None:
+    await workflow.execute_activity(
+        "save_checkpoint", inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def load_checkpoint(inp: LoadCheckpointInput) -> SessionCheckpoint:
+    return await workflow.execute_activity(
+        "load_checkpoint", inp, result_type=SessionCheckpoint,
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
 
 
 async def call_model(inp: ModelCallInput) -> ModelCallResult:

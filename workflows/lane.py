@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -20,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.items import Item, Kind, Projection
     from workflows.context.plan import ApplyResult, CompactionPlan, Rejection
     from workflows.lane_events import compaction_events, event
+    from workflows.lane_state import LaneState
     from workflows.messages import (
         CondenseResult,
         ExternalItem,
@@ -32,18 +32,6 @@ with workflow.unsafe.imports_passed_through():
 
 # Oversized user input reaches the model as a bounded source reference, not verbatim.
 OVERSIZED_INPUT_CHARS = 32_000
-
-
-class LaneState(BaseModel):
-    """Everything a lane must carry across continue-as-new (metadata only)."""
-
-    session_id: str
-    lane: str = "main"
-    model: str
-    context: engine.ContextState
-    next_seq: int = 0
-    plan_version: int = 0
-    last_plan: list[tuple[str, Projection]] = Field(default_factory=list)
 
 
 class Lane:

@@ -33,6 +33,8 @@ class SessionConfig(BaseModel):
     max_output_tokens: int = 4_096
     budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
     max_turns_per_task: int = 400
+    # A run continues as new after this many model turns, or earlier when Temporal suggests it.
+    turns_per_run: int = 500
     system_prompt: str = "You are a careful software engineering agent."
     replay: ReplaySpec | None = None
     tool_definition_tokens: int = 0  # measured by the describe_tools activity at start

@@ -21,7 +21,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.config import EngineConfig
     from workflows.context.errors import EngineError
     from workflows.context.items import Item, Kind, Projection
-    from workflows.lane import Lane, LaneState
+    from workflows.checkpoint import (
+        KEPT_TASK_STATUSES,
+        LoadCheckpointInput,
+        PendingTaskRecord,
+        RunningTask,
+        SaveCheckpointInput,
+        SessionCheckpoint,
+    )
+    from workflows.lane import Lane
+    from workflows.lane_state import LaneState
     from workflows.lane_events import event
     from workflows.messages import (
         AppendItemsRequest,
@@ -68,6 +77,9 @@ class SessionWorkflow:
         self.tasks: dict[str, TaskStatus] = {}
         self.lane: Lane | None = None
         self.external_task: str | None = None
+        self.runs = 0  # runs before this one (continue-as-new)
+        self.turns_this_run = 0
+        self.resume: RunningTask | None = None  # a task a previous run was in the middle of
 
     # --- hosted mode -------------------------------------------------------------------
 
@@ -169,14 +181,77 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
-        await self._start()
+        if inp.checkpoint_id is None:
+            await self._start()
+        else:
+            await self._restore(inp.checkpoint_id)
+        if self.resume is not None:
+            resume, self.resume = self.resume, None
+            await self._run_task(resume.task_id, None, start_turn=resume.next_turn)
         while True:
-            await workflow.wait_condition(lambda: bool(self.pending) or self.closed)
-            if not self.pending:
+            await workflow.wait_condition(lambda: bool(self.pending) or self.closed or self._should_continue())
+            if self.pending:
+                task = self.pending.pop(0)
+                await self._run_task(task.task_id, task.text)
+            elif self.closed:
                 break
-            await self._run_task(self.pending.pop(0))
+            if self._should_continue():
+                await self._continue_as_new(None)
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
+
+    # --- continue-as-new ---------------------------------------------------------------
+
+    def _should_continue(self) -> bool:
+        if self.lane is None or self.turns_this_run == 0:
+            return False
+        return self.turns_this_run >= self.config.turns_per_run or workflow.info().is_continue_as_new_suggested()
+
+    def _checkpoint(self, running: RunningTask | None) -> SessionCheckpoint:
+        finished = [t for t in self.tasks.values() if t.state in ("completed", "failed")]
+        dropped = {t.task_id for t in finished[:-KEPT_TASK_STATUSES]} if len(finished) > KEPT_TASK_STATUSES else set()
+        return SessionCheckpoint(
+            lane=self._lane().data,
+            next_task=self.next_task,
+            turns=self.turns,
+            runs=self.runs + 1,
+            tasks=[t for t in self.tasks.values() if t.task_id not in dropped],
+            pending=[PendingTaskRecord(task_id=p.task_id, text=p.text) for p in self.pending],
+            running=running,
+            external_task=self.external_task,
+            closed=self.closed,
+        )
+
+    async def _continue_as_new(self, running: RunningTask | None) -> None:
+        """Checkpoint to PostgreSQL and continue with only its id.
+
+        Handlers may change state while the checkpoint is being written (a submit
+        arriving), so it is written again until nothing changed in between.
+        """
+        while True:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            checkpoint = self._checkpoint(running)
+            checkpoint_id = f"ckpt-{self.config.session_id}-{checkpoint.runs:05d}-{workflow.uuid4().hex[:8]}"
+            await calls.save_checkpoint(
+                SaveCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id, checkpoint=checkpoint)
+            )
+            if workflow.all_handlers_finished() and self._checkpoint(running) == checkpoint:
+                break
+        workflow.continue_as_new(SessionInput(config=self.config, checkpoint_id=checkpoint_id))
+
+    async def _restore(self, checkpoint_id: str) -> None:
+        checkpoint = await calls.load_checkpoint(
+            LoadCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id)
+        )
+        self.lane = Lane(checkpoint.lane)
+        self.next_task = checkpoint.next_task
+        self.turns = checkpoint.turns
+        self.runs = checkpoint.runs
+        self.tasks = {t.task_id: t for t in checkpoint.tasks}
+        self.pending = [PendingTask(p.task_id, p.text) for p in checkpoint.pending] + self.pending
+        self.resume = checkpoint.running
+        self.external_task = checkpoint.external_task
+        self.closed = self.closed or checkpoint.closed
 
     async def _start(self) -> None:
         cfg = self.config
@@ -233,22 +308,27 @@ class SessionWorkflow:
 
     # --- one hosted task: the agent loop -----------------------------------------------
 
-    async def _run_task(self, task: PendingTask) -> None:
+    async def _run_task(self, task_id: str, text: str | None, start_turn: int = 0) -> None:
+        """The agent loop of one task; ``text`` is None when resuming after continue-as-new."""
         lane = self._lane()
-        status = self.tasks[task.task_id]
+        status = self.tasks[task_id]
         status.state = "running"
-        async with lane.lock:
-            engine.begin_task(lane.state, task.task_id)
-            await lane.add_text(task.text, kind=Kind.USER, role="user", task_id=task.task_id)
-        task.text = ""
+        if text is not None:
+            async with lane.lock:
+                engine.begin_task(lane.state, task_id)
+                await lane.add_text(text, kind=Kind.USER, role="user", task_id=task_id)
         try:
-            for turn in range(self.config.max_turns_per_task):
+            for turn in range(start_turn, self.config.max_turns_per_task):
                 status.turns = turn + 1
                 self.turns += 1
+                self.turns_this_run += 1
                 async with lane.lock:
-                    if await self._step(lane, task.task_id, turn):
-                        status.state = "completed"
-                        break
+                    done = await self._step(lane, task_id, turn)
+                if done:
+                    status.state = "completed"
+                    break
+                if self._should_continue():
+                    await self._continue_as_new(RunningTask(task_id=task_id, next_turn=turn + 1))
             else:
                 status.state = "failed"
                 status.error = f"the task reached its limit of {self.config.max_turns_per_task} model turns"
@@ -256,7 +336,7 @@ class SessionWorkflow:
             status.state = "failed"
             status.error = _describe(error)
         async with lane.lock:
-            engine.end_task(lane.state, task.task_id)
+            engine.end_task(lane.state, task_id)
 
     async def _step(self, lane: Lane, task_id: str, turn: int) -> bool:
         """One model step; True when the model answered without tool calls."""

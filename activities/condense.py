@@ -1,0 +1,369 @@
+"""Bounded LLM condensation (automatic compaction with ``llm_condensation`` on).
+
+The workflow asks ``workflows.context.condense.condensation_source`` what to condense and
+calls :func:`condense_with_llm`. This activity
+
+1. loads the source prefix, the anchors and the live memory from PostgreSQL and renders
+   them as one compact transcript (every item at the COMPACT projection, so a large tool
+   output or argument costs at most ``preview_chars`` characters and keeps its
+   ``observation://`` address);
+2. measures the request with tiktoken and returns ``oversized`` without any model call
+   unless request + ``reserve_tokens`` fit ``condenser_window``;
+3. asks the condenser model, with no tools, for the memory JSON and validates it with the
+   schema of the explicit ``condense_context`` tool (``parse_memory`` + ``validate_memory``
+   with the measured token count); invalid output is retried once with the errors fed
+   back, invalid twice is ``invalid``.
+
+It never writes to PostgreSQL: the workflow decides whether the memory is still current
+(``plan_condense(mode="llm", expected_generation=...)``) and stores it itself. So a retry
+of this activity is harmless, and a discarded result leaves no trace but metrics.
+
+Provider errors follow DESIGN §4: SDK retries off; timeouts, connection errors, 408/409/429
+and 5xx raise a retryable ``ApplicationError`` (``next_retry_delay`` from ``Retry-After``),
+other 4xx raise a non-retryable ``CondenserRejected``. The workflow gives this activity a
+small ``maximum_attempts`` and treats a final failure as ``failed`` (deterministic fallback).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import functools
+import json
+import re
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Literal
+
+import openai
+from pydantic import BaseModel, Field
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import metrics
+from activities.heartbeat import heartbeating
+from activities.items import load_items
+from activities.model import is_context_overflow
+from activities.runtime import get_runtime
+from activities.tokens import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
+from workflows.context.content import ItemContent
+from workflows.context.items import Item, Projection, is_tool_output
+from workflows.context.memory import SECTIONS, MemoryDoc, memory_text, parse_memory, validate_memory
+from workflows.context.observations import observation_address
+from workflows.context.render import item_message
+
+# ApplicationError types raised (the workflow treats all of them as outcome "failed").
+CONDENSER_REJECTED = "CondenserRejected"  # 4xx other than 408/409/429: non-retryable
+CONDENSER_RATE_LIMITED = "CondenserRateLimited"  # Retry-After beyond max_retry_delay_seconds: non-retryable
+CONDENSER_TIMEOUT = "CondenserTimeout"
+CONDENSER_UNAVAILABLE = "CondenserUnavailable"  # connection error, garbage answer
+CONDENSATION_INPUT_ERROR = "CondensationInputError"  # no source / items not stored: non-retryable
+
+MAX_ANCHORS = 12  # DESIGN §7
+MAX_ATTEMPTS = 2  # one retry on invalid output (spec)
+RETRYABLE_STATUS = {408, 409, 429}
+_ECHO_CHARS = 4000  # previous invalid answer fed back on the retry, at most
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
+
+Status = Literal["succeeded", "invalid", "oversized", "unavailable"]
+
+
+class CondensationInput(BaseModel):
+    session_id: str
+    lane: str = "main"
+    source_item_ids: list[str]  # the prefix to condense, in seq order
+    anchor_item_ids: list[str] = Field(default_factory=list)  # newest pinned user messages/notes first; first 12 used
+    live_memory_item_id: str | None = None  # the live memory to merge, if any
+    known_observation_ids: list[str] = Field(default_factory=list)  # "obs-..." references may name
+    model: str | None = None  # None: settings.condenser_model
+    base_url: str | None = None  # replay sessions: the replay model server (no API key is sent)
+    condenser_window: int = Field(gt=0)  # input window of the condenser model, tokens
+    reserve_tokens: int = Field(4096, ge=0)  # room for the answer (spec: 4,096)
+    max_memory_tokens: int = Field(2000, gt=0)
+    preview_chars: int = Field(4000, ge=16)  # COMPACT projection size of each source item
+    timeout_seconds: float = Field(120.0, gt=0)  # one HTTP call
+    max_retry_delay_seconds: float = Field(60.0, ge=0)  # a longer Retry-After is not waited for
+    json_mode: bool = True  # send response_format={"type": "json_object"}
+
+
+class CondensationOutcome(BaseModel):
+    status: Status
+    memory: dict | None = None  # the validated MemoryDoc (model_dump), when succeeded
+    memory_text: str | None = None  # memory_text(doc): what the memory item will hold
+    memory_tokens: int = 0  # measured like measure_texts does (message overhead included)
+    attempts: int = 0  # model calls made
+    errors: list[str] = Field(default_factory=list)
+    source_tokens: int = 0  # the rendered source transcript
+    request_tokens: int = 0  # the whole first request (system + anchors + memory + source)
+    model: str = ""
+    latency_ms: int = 0
+
+
+SYSTEM_PROMPT = """You condense the earlier history of a software agent's session into its long-term memory.
+You have no tools. Answer with ONLY one JSON object, no prose and no code fence, of exactly this shape:
+{{"completed_work": [...], "strategies_and_outcomes": [...], "environment_changes": [...],
+ "constraints": [...], "open_questions": [...], "references": [...]}}
+Every field is a list of short strings; no other fields are allowed.
+- completed_work: what was done and verified, with results.
+- strategies_and_outcomes: approaches tried and whether they worked (include failures, so they are not repeated).
+- environment_changes: files created/edited/deleted, commands with lasting effects, installed packages.
+- constraints: rules and decisions the user or the environment imposed that still apply.
+- open_questions: what is unresolved or still to do.
+- references: ONLY observation addresses listed under "Allowed observation addresses" (exactly as written,
+  e.g. "observation://obs-..."), or workspace-relative file paths (no absolute paths, no "..", no URLs).
+If an existing long-term memory is given, merge it: keep what is still true, update what changed.
+The history after this memory is dropped from the agent's context (its exact tool output stays recallable
+through the references), so keep every fact the agent still needs. Be concise: the memory must stay under
+{max_tokens} tokens (about {max_chars} characters)."""
+
+
+# --- rendering ------------------------------------------------------------------------
+
+def _header(index: int, item: Item, content: ItemContent) -> str:
+    if is_tool_output(item):
+        tool = item.tool_name or content.tool_name or "tool"
+        parts = [f"#{index} tool result: {tool}"]
+        if item.exit_code not in (None, 0):
+            parts.append(f"exit code {item.exit_code}")
+        if item.observation_id:
+            parts.append(observation_address(item.observation_id))
+        return "[" + " · ".join(parts) + "]"
+    head = f"#{index} {item.kind}" if item.kind == item.role else f"#{index} {item.role} ({item.kind})"
+    if item.observation_id:
+        head += f" · {observation_address(item.observation_id)}"
+    return f"[{head}]"
+
+
+def render_entry(index: int, item: Item, content: ItemContent, preview_chars: int) -> str:
+    """One item as transcript text, at the COMPACT projection (bounded; address kept)."""
+    message = item_message(item, content, Projection.COMPACT, preview_chars) or {}
+    lines = [_header(index, item, content)]
+    if message.get("content"):
+        lines.append(message["content"])
+    for call in message.get("tool_calls") or ():
+        fn = call["function"]
+        lines.append(f"-> call {fn['name']}({fn['arguments']})")
+    return "\n".join(lines)
+
+
+def render_transcript(ids: list[str], items: dict[str, Item], contents: dict[str, ItemContent],
+                      preview_chars: int, start: int = 1) -> str:
+    return "\n\n".join(render_entry(start + n, items[i], contents[i], preview_chars) for n, i in enumerate(ids))
+
+
+def build_messages(inp: CondensationInput, items: dict[str, Item], contents: dict[str, ItemContent],
+                   anchors: list[str], source_text: str, allowed: list[str]) -> list[dict]:
+    max_chars = inp.max_memory_tokens * 3
+    sections = []
+    if anchors:
+        ordered = sorted(anchors, key=lambda i: items[i].seq)  # oldest first, as the agent saw them
+        sections.append("## Standing user instructions and notes (they stay in the agent's context; "
+                        "use them to judge what matters)\n\n"
+                        + render_transcript(ordered, items, contents, inp.preview_chars))
+    if inp.live_memory_item_id:
+        sections.append("## Existing long-term memory (merge it)\n\n" + contents[inp.live_memory_item_id].text)
+    sections.append("## Allowed observation addresses\n\n"
+                    + ("\n".join(observation_address(o) for o in allowed) if allowed else "(none)"))
+    sections.append("## History to condense (oldest first; long outputs are shown as head and tail)\n\n"
+                    + source_text)
+    sections.append("Return the memory JSON object now.")
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=inp.max_memory_tokens, max_chars=max_chars)},
+        {"role": "user", "content": "\n\n".join(sections)},
+    ]
+
+
+# --- validation -------------------------------------------------------------------------
+
+def measure_memory(text: str, model: str | None = None) -> int:
+    """Tokens of the memory item as the workflow measures it (``measure_texts``)."""
+    return MESSAGE_OVERHEAD_TOKENS + count_tokens(text, model)
+
+
+def _unfenced(raw: str) -> str:
+    match = _FENCE.match(raw)
+    return match.group(1) if match else raw
+
+
+def check_answer(raw: str | None, known: set[str], max_tokens: int, model: str | None = None
+                 ) -> tuple[MemoryDoc | None, str, int, list[str]]:
+    """(doc, text, tokens, errors): the same checks ``plan_condense`` makes."""
+    if not raw or not raw.strip():
+        return None, "", 0, ["the answer is empty; return the memory JSON object"]
+    doc, errors = parse_memory(_unfenced(raw.strip()))
+    if doc is None:
+        return None, "", 0, errors
+    text = memory_text(doc)
+    tokens = measure_memory(text, model)
+    errors = validate_memory(doc, known, tokens, max_tokens)
+    return (None if errors else doc), text, tokens, errors
+
+
+def _feedback(errors: list[str], truncated: bool, max_tokens: int) -> str:
+    lines = ["Your answer was rejected:"] + [f"- {e}" for e in errors]
+    if truncated:
+        lines.append("- the answer was cut off at the output limit; write less")
+    lines.append(f"Return ONLY the corrected JSON object with the fields {', '.join(f for f, _ in SECTIONS)} "
+                 f"(lists of strings), under {max_tokens} tokens.")
+    return "\n".join(lines)
+
+
+# --- provider errors ------------------------------------------------------------------
+
+def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
+    headers = error.response.headers if error.response is not None else {}
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # an HTTP date
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> ApplicationError:
+    """What Temporal should do about a provider error."""
+    if isinstance(error, openai.APITimeoutError):
+        return ApplicationError(f"condenser call timed out: {error}", type=CONDENSER_TIMEOUT)
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        if 400 <= status < 500 and status not in RETRYABLE_STATUS:
+            return ApplicationError(f"condenser rejected the request (HTTP {status}): {error.message}",
+                                    type=CONDENSER_REJECTED, non_retryable=True)
+        retry_after = _retry_after_seconds(error)
+        if retry_after is not None and retry_after > max_retry_delay:
+            return ApplicationError(
+                f"condenser busy (HTTP {status}); Retry-After {retry_after:.0f}s exceeds {max_retry_delay:.0f}s, "
+                "falling back instead of waiting", type=CONDENSER_RATE_LIMITED, non_retryable=True)
+        return ApplicationError(
+            f"condenser error HTTP {status}: {error.message}", type=f"CondenserHTTP{status}",
+            next_retry_delay=None if retry_after is None else timedelta(seconds=retry_after))
+    return ApplicationError(f"condenser call failed: {type(error).__name__}: {error}", type=CONDENSER_UNAVAILABLE)
+
+
+def _is_context_overflow(error: openai.APIStatusError) -> bool:
+    """HTTP 400 "context length exceeded" (the markers of the agent's model calls)."""
+    return error.status_code == 400 and is_context_overflow(error)
+
+
+@functools.lru_cache(maxsize=8)
+def _client(base_url: str | None, api_key: str, timeout: float) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
+
+
+# --- the activity -----------------------------------------------------------------------
+
+@activity.defn(name="condense_with_llm")
+async def condense_with_llm(inp: CondensationInput) -> CondensationOutcome:
+    start = time.monotonic()
+    try:
+        outcome = await _condense(inp)
+    except Exception as error:
+        metrics.observe_condensation_error(error, time.monotonic() - start)
+        raise
+    outcome.latency_ms = int((time.monotonic() - start) * 1000)
+    metrics.observe_condensation(outcome)
+    return outcome
+
+
+async def _condense(inp: CondensationInput) -> CondensationOutcome:
+    runtime = await get_runtime()
+    settings = runtime.settings
+    model = inp.model or settings.condenser_model
+    if inp.base_url:
+        # replay: never send the real key to another endpoint
+        base_url, api_key = inp.base_url, "replay"
+        if inp.base_url == settings.openai_base_url and settings.openai_api_key:
+            api_key = settings.openai_api_key.get_secret_value()
+    else:
+        base_url = settings.openai_base_url
+        api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        if not model or (base_url is None and api_key is None):
+            return CondensationOutcome(status="unavailable", model=model or "", errors=[
+                "no condenser configured (OPENAI_BASE_URL / OPENAI_API_KEY unset)"])
+        api_key = api_key or "unused"
+    if not inp.source_item_ids:
+        raise ApplicationError("nothing to condense: source_item_ids is empty", type=CONDENSATION_INPUT_ERROR,
+                               non_retryable=True)
+
+    anchors = [a for a in dict.fromkeys(inp.anchor_item_ids[:MAX_ANCHORS]) if a not in inp.source_item_ids]
+    wanted = list(dict.fromkeys([*inp.source_item_ids, *anchors,
+                                 *([inp.live_memory_item_id] if inp.live_memory_item_id else [])]))
+    try:
+        items, contents = await load_items(runtime.store, inp.session_id, wanted)
+    except LookupError as error:
+        raise ApplicationError(str(error), type=CONDENSATION_INPUT_ERROR, non_retryable=True) from None
+
+    known = set(inp.known_observation_ids)
+    source_text = render_transcript(inp.source_item_ids, items, contents, inp.preview_chars)
+    allowed = [o for o in dict.fromkeys(items[i].observation_id for i in inp.source_item_ids)
+               if o and o in known]
+    messages = build_messages(inp, items, contents, anchors, source_text, allowed)
+    source_tokens = count_tokens(source_text, model)
+    request_tokens = sum(count_message_tokens(m, model) for m in messages)
+    base = dict(model=model, source_tokens=source_tokens, request_tokens=request_tokens)
+    if request_tokens + inp.reserve_tokens > inp.condenser_window:
+        return CondensationOutcome(status="oversized", **base, errors=[
+            f"request {request_tokens} tokens (source {source_tokens}) + reserve {inp.reserve_tokens} "
+            f"exceed the condenser window {inp.condenser_window}"])
+
+    client = _client(base_url, api_key, inp.timeout_seconds)
+    errors: list[str] = []
+    conversation = list(messages)
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        used = sum(count_message_tokens(m, model) for m in conversation)
+        max_output = max(1, min(inp.reserve_tokens, inp.condenser_window - used)) if inp.reserve_tokens else None
+        call_start = time.monotonic()
+        try:
+            async with heartbeating():
+                response = await client.chat.completions.create(
+                    model=model,
+                    messages=conversation,
+                    max_tokens=max_output if max_output else openai.NOT_GIVEN,
+                    response_format={"type": "json_object"} if inp.json_mode else openai.NOT_GIVEN,
+                )
+        except openai.APIStatusError as error:
+            if _is_context_overflow(error):
+                metrics.observe_model_call("condenser", time.monotonic() - call_start, "ContextLengthExceeded")
+                return CondensationOutcome(status="oversized", attempts=attempt, **base,
+                                           errors=[*errors, f"provider: {error.message}"])
+            mapped = map_condenser_error(error, inp.max_retry_delay_seconds)
+            metrics.observe_model_call("condenser", time.monotonic() - call_start, mapped)
+            raise mapped from None
+        except openai.APIError as error:
+            mapped = map_condenser_error(error, inp.max_retry_delay_seconds)
+            metrics.observe_model_call("condenser", time.monotonic() - call_start, mapped)
+            raise mapped from None
+        except ValueError as error:  # a body that is not JSON at all
+            metrics.observe_model_call("condenser", time.monotonic() - call_start, CONDENSER_UNAVAILABLE)
+            raise ApplicationError(f"condenser answered garbage: {error}", type=CONDENSER_UNAVAILABLE) from None
+        metrics.observe_model_call("condenser", time.monotonic() - call_start)
+
+        choices = getattr(response, "choices", None) or []
+        message = choices[0].message if choices and getattr(choices[0], "message", None) is not None else None
+        raw = message.content if message is not None else None
+        truncated = bool(choices) and choices[0].finish_reason == "length"
+        doc, text, tokens, problems = check_answer(raw, known, inp.max_memory_tokens, model)
+        if doc is not None:
+            return CondensationOutcome(status="succeeded", memory=doc.model_dump(mode="json"), memory_text=text,
+                                       memory_tokens=tokens, attempts=attempt, errors=errors, **base)
+        errors.extend(f"attempt {attempt}: {p}" for p in problems)
+        if attempt == MAX_ATTEMPTS:
+            break
+        feedback = {"role": "user", "content": _feedback(problems, truncated, inp.max_memory_tokens)}
+        echo = {"role": "assistant", "content": (raw or "")[:_ECHO_CHARS]}
+        conversation = [*messages, echo, feedback]
+        if sum(count_message_tokens(m, model) for m in conversation) + inp.reserve_tokens > inp.condenser_window:
+            conversation = [*messages, feedback]  # no room to show the rejected answer
+    return CondensationOutcome(status="invalid", attempts=MAX_ATTEMPTS, errors=errors, **base)

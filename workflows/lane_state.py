@@ -1,0 +1,20 @@
+"""The serialisable state of one lane (what continue-as-new carries over)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from workflows.context import engine
+from workflows.context.items import Projection
+
+
+class LaneState(BaseModel):
+    """Everything a lane must carry across continue-as-new (metadata only)."""
+
+    session_id: str
+    lane: str = "main"
+    model: str
+    context: engine.ContextState
+    next_seq: int = 0
+    plan_version: int = 0
+    last_plan: list[tuple[str, Projection]] = Field(default_factory=list)
