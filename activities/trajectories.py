@@ -54,13 +54,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 __all__ = [
     "DEFAULT_TRAJECTORY_ROOT",
     "FORMAT_CLAUDE_CODE",
     "FORMAT_MSWEA_1",
     "FORMAT_MSWEA_1_1",
+    "FORMAT_NORMALISED",
     "FORMAT_SYNTHETIC",
     "ToolCallRec",
     "ToolResultRec",
@@ -68,6 +69,7 @@ __all__ = [
     "TrajectoryError",
     "Turn",
     "detect_format",
+    "dump_trajectory",
     "iter_trajectories",
     "load_trajectory",
     "parse_trajectory",
@@ -80,6 +82,7 @@ FORMAT_MSWEA_1 = "mini-swe-agent-1"
 FORMAT_MSWEA_1_1 = "mini-swe-agent-1.1"
 FORMAT_CLAUDE_CODE = "claude-code"
 FORMAT_SYNTHETIC = "synthetic"
+FORMAT_NORMALISED = "context-lanes-trajectory"  # a Trajectory dumped by dump_trajectory
 
 #: Ids of files under this folder are their path relative to it (``folder/sub/file``), whatever
 #: path the caller used to reach them. Override with ``LANES_TRAJECTORY_ROOT``.
@@ -556,6 +559,12 @@ def _parse_claude_code(events: list[Any], traj_id: str, source: str) -> Trajecto
 
 def parse_trajectory(obj: Any, traj_id: str, source: str = "<object>") -> Trajectory:
     """Normalise an already parsed file (dict for JSON, list of events for JSONL)."""
+    if isinstance(obj, dict) and obj.get("format") == FORMAT_NORMALISED:
+        # our own normalised dump (``dump_trajectory``), e.g. a long synthetic session
+        try:
+            return Trajectory.model_validate(obj["trajectory"])
+        except (KeyError, ValidationError) as error:
+            raise TrajectoryError(source, f"not a valid normalised trajectory: {error}") from None
     fmt = detect_format(obj, source)
     if fmt == FORMAT_MSWEA_1:
         return _parse_mswea_1(obj, traj_id, source)
@@ -563,6 +572,13 @@ def parse_trajectory(obj: Any, traj_id: str, source: str = "<object>") -> Trajec
         return _parse_mswea_1_1(obj, traj_id, source)
     events = obj if isinstance(obj, list) else [obj]
     return _parse_claude_code(events, traj_id, source)
+
+
+def dump_trajectory(traj: Trajectory, path: str | os.PathLike[str]) -> Path:
+    """Write ``traj`` in the normalised form ``load_trajectory`` reads back unchanged."""
+    target = Path(path)
+    target.write_text(json.dumps({"format": FORMAT_NORMALISED, "trajectory": traj.model_dump(mode="json")}))
+    return target
 
 
 def load_trajectory(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None

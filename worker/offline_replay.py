@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from activities.items import finish_item, measure
 from activities.tokens import count_message_tokens, count_tool_definitions
-from activities.tool_specs import tool_specs
+from activities.tool_specs import REPLAY_TOOLS, tool_specs
 from activities.trajectories import Trajectory, TrajectoryError, load_trajectory, trajectory_files
 from workflows.context import engine
 from workflows.context.classify import classify_tool
@@ -58,8 +58,9 @@ DEFAULT_POLICIES = ("full", "masking-10", "lanes")
 DEFAULT_BUDGET = 16_000
 MIN_CACHED_PREFIX_TOKENS = 1024  # providers cache prefixes of at least this many tokens (DESIGN §7)
 CACHED_INPUT_PRICE = 0.1  # cached input is billed at about 0.1x
-REPLAY_TOOLS = tool_specs(["bash"])
-TOOL_DEFINITION_TOKENS = count_tool_definitions(REPLAY_TOOLS)
+# the tools a hosted replay offers the model (bash + recall_observation), charged alike to every policy
+REPLAY_TOOL_SPECS = tool_specs(REPLAY_TOOLS)
+TOOL_DEFINITION_TOKENS = count_tool_definitions(REPLAY_TOOL_SPECS)
 
 # Ids and thresholds as the hosted workflow chooses them (workflows/lane.py, workflows/session.py).
 SESSION_ID = "replay"

@@ -52,6 +52,16 @@ class Lane:
         self.data.next_seq += 1
         return seq
 
+    def next_event_seq(self) -> int:
+        seq = self.data.next_event_seq
+        self.data.next_event_seq += 1
+        return seq
+
+    @property
+    def event_lane(self) -> str:
+        """Engine events are logged apart from the item events, which use item seqs."""
+        return f"{self.data.lane}:events"
+
     def item_id(self, seq: int) -> str:
         return f"itm-{seq:06d}"
 
@@ -136,7 +146,7 @@ class Lane:
                     ],
                 )
             )
-        await calls.record_events(self.data.session_id, compaction_events(plan, result, self.next_seq, self.data.lane))
+        await calls.record_events(self.data.session_id, compaction_events(plan, result, self.next_event_seq, self.event_lane))
         return result
 
     async def condense(self, raw_memory: dict | str) -> CondenseResult:
@@ -160,7 +170,7 @@ class Lane:
     async def _condense_refused(self, rejection: Rejection) -> CondenseResult:
         await calls.record_events(
             self.data.session_id,
-            [event(f"context.condense.{rejection.status}", {"reason": rejection.reason}, self.next_seq(), self.data.lane)],
+            [event(f"context.condense.{rejection.status}", {"reason": rejection.reason}, self.next_event_seq(), self.event_lane)],
         )
         return CondenseResult(status=rejection.status, reason=rejection.reason)
 

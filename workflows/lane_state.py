@@ -15,6 +15,7 @@ class LaneState(BaseModel):
     lane: str = "main"
     model: str
     context: engine.ContextState
-    next_seq: int = 0
+    next_seq: int = 0  # item seqs (lane positions)
+    next_event_seq: int = 0  # engine events (compactions, overflow...), their own sequence
     plan_version: int = 0
     last_plan: list[tuple[str, Projection]] = Field(default_factory=list)

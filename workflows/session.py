@@ -16,6 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.tool_specs import REPLAY_TOOLS, WORKSPACE_TOOLS
     from workflows import activity_calls as calls
     from workflows.context import engine
     from workflows.context.config import EngineConfig
@@ -53,8 +54,6 @@ with workflow.unsafe.imports_passed_through():
         submit_text_problem,
     )
 
-REPLAY_TOOLS = ["bash", "recall_observation"]
-WORKSPACE_TOOLS = ["read_file", "write_file", "list_files", "bash", "recall_observation"]
 # The provider-overflow ladder: after these two retries the error is terminal.
 OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
@@ -384,7 +383,7 @@ class SessionWorkflow:
                     "context.overflow.failed" if last else "context.overflow.retry",
                     {"turn": turn, "rejected": projection.value, "next": None if last else ladder[step + 1].value,
                      "request_tokens": plan.total_tokens, "error": str(cause)},
-                    lane.next_seq(), lane.data.lane,
+                    lane.next_event_seq(), lane.event_lane,
                 )])
                 if last:
                     raise
