@@ -28,14 +28,11 @@ from __future__ import annotations
 
 import email.utils
 import functools
-import json
 import re
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Literal
 
 import openai
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -50,6 +47,7 @@ from workflows.context.items import Item, Projection, is_tool_output
 from workflows.context.memory import SECTIONS, MemoryDoc, memory_text, parse_memory, validate_memory
 from workflows.context.observations import observation_address
 from workflows.context.render import item_message
+from workflows.messages import CondensationInput, CondensationOutcome
 
 # ApplicationError types raised (the workflow treats all of them as outcome "failed").
 CONDENSER_REJECTED = "CondenserRejected"  # 4xx other than 408/409/429: non-retryable
@@ -58,45 +56,13 @@ CONDENSER_TIMEOUT = "CondenserTimeout"
 CONDENSER_UNAVAILABLE = "CondenserUnavailable"  # connection error, garbage answer
 CONDENSATION_INPUT_ERROR = "CondensationInputError"  # no source / items not stored: non-retryable
 
+
 MAX_ANCHORS = 12  # DESIGN §7
 MAX_ATTEMPTS = 2  # one retry on invalid output (spec)
 RETRYABLE_STATUS = {408, 409, 429}
 _ECHO_CHARS = 4000  # previous invalid answer fed back on the retry, at most
+_ADDRESS = re.compile(r"observation://(obs-[A-Za-z0-9][A-Za-z0-9_.-]*)")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
-
-Status = Literal["succeeded", "invalid", "oversized", "unavailable"]
-
-
-class CondensationInput(BaseModel):
-    session_id: str
-    lane: str = "main"
-    source_item_ids: list[str]  # the prefix to condense, in seq order
-    anchor_item_ids: list[str] = Field(default_factory=list)  # newest pinned user messages/notes first; first 12 used
-    live_memory_item_id: str | None = None  # the live memory to merge, if any
-    known_observation_ids: list[str] = Field(default_factory=list)  # "obs-..." references may name
-    model: str | None = None  # None: settings.condenser_model
-    base_url: str | None = None  # replay sessions: the replay model server (no API key is sent)
-    condenser_window: int = Field(gt=0)  # input window of the condenser model, tokens
-    reserve_tokens: int = Field(4096, ge=0)  # room for the answer (spec: 4,096)
-    max_memory_tokens: int = Field(2000, gt=0)
-    preview_chars: int = Field(4000, ge=16)  # COMPACT projection size of each source item
-    timeout_seconds: float = Field(120.0, gt=0)  # one HTTP call
-    max_retry_delay_seconds: float = Field(60.0, ge=0)  # a longer Retry-After is not waited for
-    json_mode: bool = True  # send response_format={"type": "json_object"}
-
-
-class CondensationOutcome(BaseModel):
-    status: Status
-    memory: dict | None = None  # the validated MemoryDoc (model_dump), when succeeded
-    memory_text: str | None = None  # memory_text(doc): what the memory item will hold
-    memory_tokens: int = 0  # measured like measure_texts does (message overhead included)
-    attempts: int = 0  # model calls made
-    errors: list[str] = Field(default_factory=list)
-    source_tokens: int = 0  # the rendered source transcript
-    request_tokens: int = 0  # the whole first request (system + anchors + memory + source)
-    model: str = ""
-    latency_ms: int = 0
-
 
 SYSTEM_PROMPT = """You condense the earlier history of a software agent's session into its long-term memory.
 You have no tools. Answer with ONLY one JSON object, no prose and no code fence, of exactly this shape:
@@ -118,25 +84,26 @@ through the references), so keep every fact the agent still needs. Be concise: t
 
 # --- rendering ------------------------------------------------------------------------
 
-def _header(index: int, item: Item, content: ItemContent) -> str:
+def _header(item: Item, content: ItemContent) -> str:
+    """``[#<seq> ...]``: the item's lane position, its tool, exit code and address."""
     if is_tool_output(item):
         tool = item.tool_name or content.tool_name or "tool"
-        parts = [f"#{index} tool result: {tool}"]
+        parts = [f"#{item.seq} tool result: {tool}"]
         if item.exit_code not in (None, 0):
             parts.append(f"exit code {item.exit_code}")
         if item.observation_id:
             parts.append(observation_address(item.observation_id))
         return "[" + " · ".join(parts) + "]"
-    head = f"#{index} {item.kind}" if item.kind == item.role else f"#{index} {item.role} ({item.kind})"
+    head = f"#{item.seq} {item.kind}" if item.kind == item.role else f"#{item.seq} {item.role} ({item.kind})"
     if item.observation_id:
         head += f" · {observation_address(item.observation_id)}"
     return f"[{head}]"
 
 
-def render_entry(index: int, item: Item, content: ItemContent, preview_chars: int) -> str:
+def render_entry(item: Item, content: ItemContent, preview_chars: int) -> str:
     """One item as transcript text, at the COMPACT projection (bounded; address kept)."""
     message = item_message(item, content, Projection.COMPACT, preview_chars) or {}
-    lines = [_header(index, item, content)]
+    lines = [_header(item, content)]
     if message.get("content"):
         lines.append(message["content"])
     for call in message.get("tool_calls") or ():
@@ -146,8 +113,8 @@ def render_entry(index: int, item: Item, content: ItemContent, preview_chars: in
 
 
 def render_transcript(ids: list[str], items: dict[str, Item], contents: dict[str, ItemContent],
-                      preview_chars: int, start: int = 1) -> str:
-    return "\n\n".join(render_entry(start + n, items[i], contents[i], preview_chars) for n, i in enumerate(ids))
+                      preview_chars: int) -> str:
+    return "\n\n".join(render_entry(items[i], contents[i], preview_chars) for i in ids)
 
 
 def build_messages(inp: CondensationInput, items: dict[str, Item], contents: dict[str, ItemContent],
@@ -307,8 +274,11 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
 
     known = set(inp.known_observation_ids)
     source_text = render_transcript(inp.source_item_ids, items, contents, inp.preview_chars)
-    allowed = [o for o in dict.fromkeys(items[i].observation_id for i in inp.source_item_ids)
-               if o and o in known]
+    # addresses the condenser has seen: the source's and those the live memory already cites
+    seen = [items[i].observation_id for i in inp.source_item_ids]
+    if inp.live_memory_item_id:
+        seen += [m.group(1) for m in _ADDRESS.finditer(contents[inp.live_memory_item_id].text)]
+    allowed = [o for o in dict.fromkeys(seen) if o and o in known]
     messages = build_messages(inp, items, contents, anchors, source_text, allowed)
     source_tokens = count_tokens(source_text, model)
     request_tokens = sum(count_message_tokens(m, model) for m in messages)

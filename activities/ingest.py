@@ -9,6 +9,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.items import finish_item, item_row, store_item
 from activities.runtime import get_runtime
 from activities.store import CheckpointNotFound, EventRow, ObservationNotFound
@@ -77,7 +78,9 @@ async def record_events(inp: EventsInput) -> int:
     """Append engine events (compactions, recoveries...) to the session's event log."""
     runtime = await get_runtime()
     rows = [EventRow(**e.model_dump()) for e in inp.events]
-    return await runtime.store.append_events(inp.session_id, rows)
+    inserted = await runtime.store.append_events(inp.session_id, rows)
+    metrics.observe_events(rows)
+    return inserted
 
 
 ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}

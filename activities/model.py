@@ -13,6 +13,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import finish_item, load_item, load_items, store_item
 from activities.plans import materialize_plan
@@ -144,14 +145,15 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
         )
         headers = {}
     try:
-        async with heartbeating():
-            response = await client.chat.completions.create(
-                model=inp.model,
-                messages=messages,
-                tools=tools or openai.NOT_GIVEN,
-                max_tokens=inp.max_output_tokens,
-                extra_headers=headers,
-            )
+        with metrics.model_call_timer("agent"):
+            async with heartbeating():
+                response = await client.chat.completions.create(
+                    model=inp.model,
+                    messages=messages,
+                    tools=tools or openai.NOT_GIVEN,
+                    max_tokens=inp.max_output_tokens,
+                    extra_headers=headers,
+                )
     except openai.APIError as error:
         raise map_provider_error(error) from None
     except ValueError as error:  # a body that is not JSON at all

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from temporalio import activity
 
+from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import finish_item, load_item, store_item
 from activities.runtime import get_runtime
@@ -127,6 +128,7 @@ async def run_tool(inp: ToolRunInput) -> ToolRunResult:
     )
     item = finish_item(item, content, inp.preview_chars, inp.model)
     item = await store_item(store, inp.session_id, inp.lane, item, content)
+    metrics.observe_tool_run(item.tool_class, item.exit_code)
     return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
 

@@ -10,19 +10,29 @@ import asyncio
 import logging
 import os
 import signal
+import threading
 from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import ingest, model, tools
+from activities import condense, ingest, model, tools
 from activities.runtime import configure_runtime
 from activities.store import close_stores
 from worker.settings import Settings, get_settings
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.worker")
+
+# On SIGTERM/SIGINT in-flight activities get LANES_SHUTDOWN_GRACE_SECONDS to finish (the
+# SDK then cancels them; Temporal retries them on another worker). The SDK's own shutdown
+# and closing the store come after that; if the whole shutdown overruns the grace by this
+# much (an activity that ignores cancellation, a hung connection), the process exits
+# anyway with code 1: its activities are retried elsewhere after their heartbeat timeout.
+# Keep grace + slack below the orchestrator's kill deadline (Kubernetes
+# terminationGracePeriodSeconds, compose stop_grace_period: grace + 20 s).
+SHUTDOWN_SLACK_SECONDS = 15.0
 
 ACTIVITIES = [
     ingest.start_session,
@@ -35,6 +45,7 @@ ACTIVITIES = [
     ingest.load_checkpoint,
     model.call_model,
     tools.run_tool,
+    condense.condense_with_llm,
 ]
 WORKFLOWS = [SessionWorkflow]
 
@@ -62,17 +73,42 @@ def build_worker(client: Client, settings: Settings, **options) -> Worker:
 
 async def run_worker(settings: Settings | None = None) -> None:
     settings = settings or get_settings()
+    # Prometheus metrics (activities/metrics.py) on http://0.0.0.0:$LANES_METRICS_PORT/metrics, when set.
+    if metrics_port := os.environ.get("LANES_METRICS_PORT", "").strip():
+        from activities.metrics import start_metrics_server
+
+        log.info("metrics on port %d", start_metrics_server(int(metrics_port)))
     client = await connect(settings)
     worker = build_worker(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    grace = settings.shutdown_grace_seconds
+
+    def request_stop(sig: signal.Signals) -> None:
+        if not stop.is_set():
+            log.info("%s: stopping; in-flight activities have %gs to finish", sig.name, grace)
+            _exit_if_still_running_after(grace + SHUTDOWN_SLACK_SECONDS)
+            stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, request_stop, sig)
     log.info("worker polling %s on %s", settings.task_queue, settings.temporal_address)
     async with worker:
         print(f"worker ready pid={os.getpid()} queue={settings.task_queue}", flush=True)
         await stop.wait()
     await close_stores()
+
+
+def _exit_if_still_running_after(seconds: float) -> None:
+    """Hard deadline for a shutdown: a thread, so that it fires even if the loop is stuck."""
+    def expire() -> None:
+        log.error("shutdown still not finished %gs after the signal: exiting anyway", seconds)
+        logging.shutdown()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
 
 
 def main() -> None:
