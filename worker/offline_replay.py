@@ -131,7 +131,11 @@ def lane_batches(traj: Trajectory, session_id: str = SESSION_ID) -> list[list[La
         calls = [ToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls]
         assistant = Item(id=f"itm-{seq:06d}", seq=seq, kind=Kind.ASSISTANT, role="assistant", group=seq,
                          task=TASK_ID, tool_call_ids=[c.id for c in calls])
-        batch = [LaneInput(assistant, ItemContent(text=turn.assistant_text, tool_calls=calls))]
+        # Text-protocol agents (mini-swe-agent 1) put the action in the prose and get the
+        # output back as a user message: their calls are never sent as tool_calls, so the
+        # stored content has none (and the measured cost is what is sent).
+        sent_calls = [] if traj.tool_protocol == "text" else calls
+        batch = [LaneInput(assistant, ItemContent(text=turn.assistant_text, tool_calls=sent_calls))]
         arguments = {c.id: c.arguments for c in calls}
         for result in turn.results:
             rseq = next(counter)

@@ -68,13 +68,26 @@ def test_fallback_stops_as_soon_as_the_target_is_met():
 
 
 def test_newest_four_groups_are_protected():
+    # four ~750-token groups fit the 4,000 budget but not its 60 % target: they stay whole
+    sim = Sim(budget_override=4_000, preview_chars=16_000)
+    sim.user("go")
+    recent = [sim.exchange(f"cat f{n}.py", big(3_000, f"r{n}")) for n in range(4)]
+    sim.user("next")  # over the budget only through an unprotected pinned message
+    plan = E.plan_fallback(sim.state)
+    protected = {i.id for pair in recent for i in pair}
+    assert not protected & {t.item_id for t in plan.transitions}
+
+
+def test_when_the_newest_groups_alone_overflow_only_the_newest_stays_protected():
     sim = Sim(budget_override=2_000, preview_chars=16_000)
     sim.user("go")
     recent = [sim.exchange(f"cat f{n}.py", big(3_000, f"r{n}")) for n in range(4)]
     plan = E.plan_fallback(sim.state)
-    protected = {i.id for pair in recent for i in pair}
-    assert not protected & {t.item_id for t in plan.transitions}
-    assert not plan.fits_budget
+    changed = {t.item_id for t in plan.transitions}
+    assert "emergency:newest-group-only" in plan.passes_run
+    assert not {i.id for i in recent[-1]} & changed  # the exchange in progress is untouched
+    assert {i.id for pair in recent[:-1] for i in pair} & changed
+    assert plan.fits_budget
 
 
 def test_active_episode_is_never_evicted():

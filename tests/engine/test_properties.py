@@ -113,7 +113,10 @@ class Driver(Sim):
         self.plans.append(plan.model_dump_json())
         state = self.state
         active = set(state.active_episodes)
-        newest = protected_groups(state, state.config.protected_groups)
+        # When the newest groups alone overflow the budget, the fallback protects only the
+        # newest one (the exchange in progress): a request that fits comes first.
+        emergency = "emergency:newest-group-only" in plan.passes_run
+        newest = protected_groups(state, 1 if emergency else state.config.protected_groups)
         users = [i for i in state.items.values() if i.kind == "user" and i.lifecycle == Lifecycle.PINNED]
         kept_users = {i.id for i in users[-2:]}
         for transition in plan.transitions:
@@ -144,7 +147,10 @@ class Driver(Sim):
         if self.episodes_on:
             return  # blocked explorations make the floor hard to state; covered without episodes
         state = self.state
-        newest = protected_groups(state, state.config.protected_groups)
+        # When the newest groups alone overflow the budget, the fallback protects only the
+        # newest one (the exchange in progress): a request that fits comes first.
+        emergency = "emergency:newest-group-only" in plan.passes_run
+        newest = protected_groups(state, 1 if emergency else state.config.protected_groups)
         users = [i for i in state.items.values() if i.kind == "user" and i.lifecycle == Lifecycle.PINNED]
         floor = sum(
             e.tokens for e in request.entries

@@ -21,6 +21,7 @@ from .checkpoint import EpisodeNote
 from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
 from .items import Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
+from .ledger import protected_groups
 
 # Eviction priority: writes first (their effect is in the repository), runs and errors last.
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
@@ -46,6 +47,13 @@ def run_fallback_passes(draft: Draft) -> None:
             return
         draft.passes.append(name)
         run(draft)
+    if draft.total() > draft.budget and draft.config.protected_groups > 1:
+        # The newest groups alone overflow the budget (e.g. a turn that wrote a whole file):
+        # a request that fits beats a full-fidelity window, so protect only the newest group.
+        draft.protected_groups = protected_groups(draft.state, 1)
+        draft.passes.append("emergency:newest-group-only")
+        reference_tool_outputs(draft)
+        archive_groups(draft)
 
 
 def _met(draft: Draft, everything: bool = False) -> bool:
