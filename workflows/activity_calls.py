@@ -15,6 +15,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
     from workflows.context.items import Item
     from workflows.messages import (
+        CondensationInput,
+        CondensationOutcome,
         EventsInput,
         EventSpec,
         GeneratedItemsInput,
@@ -104,6 +106,19 @@ async def load_checkpoint(inp: LoadCheckpointInput) -> SessionCheckpoint:
     return await workflow.execute_activity(
         "load_checkpoint", inp, result_type=SessionCheckpoint,
         start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def condense_with_llm(inp: CondensationInput) -> CondensationOutcome:
+    """One bounded condensation; Temporal retries a provider failure once, then the
+    caller treats the error as a failed attempt and falls back."""
+    return await workflow.execute_activity(
+        "condense_with_llm", inp, result_type=CondensationOutcome,
+        start_to_close_timeout=timedelta(seconds=inp.timeout_seconds * 2 + 10),
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2,
+                                 non_retryable_error_types=["CondenserRejected", "CondenserRateLimited",
+                                                            "CondensationInputError", "WorkerMisconfigured"]),
     )
 
 

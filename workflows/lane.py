@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
@@ -21,6 +22,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.lane_events import compaction_events, event
     from workflows.lane_state import LaneState
     from workflows.messages import (
+        CompactionSettings,
+        CondensationInput,
+        CondensationOutcome,
         CondenseResult,
         ExternalItem,
         GeneratedItem,
@@ -122,11 +126,91 @@ class Lane:
 
     # --- compaction and condensation (two-phase) ---------------------------------------
 
-    async def compact_if_needed(self) -> ApplyResult | None:
-        """The deterministic fallback, when the working set needs it."""
+    async def compact_if_needed(self, settings: CompactionSettings | None = None) -> ApplyResult | None:
+        """Compaction before a request: one bounded LLM condensation when enabled, else (or
+        when it fails) the deterministic fallback. Callers hold ``lock``."""
         if not engine.needs_compaction(self.state):
             return None
+        if settings is not None and settings.enabled and await self._condense_with_llm(settings):
+            return None
         return await self.apply(engine.plan_fallback(self.state))
+
+    async def _condense_with_llm(self, settings: CompactionSettings) -> bool:
+        """True when an LLM-written memory replaced the condensed prefix."""
+        source = engine.condensation_source(self.state, settings.condenser_window)
+        if not source.item_ids:
+            return False
+        if (self.data.condensation_failures >= settings.max_consecutive_failures
+                and source.source_tokens < self.data.condensation_blocked_below):
+            await self._event("context.condensation.skipped", {
+                "reason": "loop guard", "failures": self.data.condensation_failures,
+                "source_tokens": source.source_tokens, "retry_at_tokens": self.data.condensation_blocked_below})
+            return False
+        if not source.fits:
+            await self._event("context.condensation.oversized", {"source_tokens": source.source_tokens,
+                                                                "reason": source.reason})
+            return False
+        await self._event("context.condensation.started", {"source_tokens": source.source_tokens,
+                                                          "items": len(source.item_ids)})
+        outcome = await self._condensation_outcome(settings, source)
+        if outcome is not None and outcome.attempts > 1:
+            await self._event("context.condensation.retried", {"attempts": outcome.attempts, "errors": outcome.errors})
+        if outcome is None or outcome.status != "succeeded":
+            status = "failed" if outcome is None else outcome.status
+            await self._condensation_failed(settings, source.source_tokens, status,
+                                            [] if outcome is None else outcome.errors)
+            return False
+        planned = engine.plan_condense(
+            self.state, engine.MemoryDoc.model_validate(outcome.memory), mode="llm",
+            expected_generation=source.generation, measured_memory_tokens=outcome.memory_tokens,
+        )
+        if isinstance(planned, Rejection):
+            if planned.status == "stale":  # the lane changed while the condenser ran
+                await self._event("context.condensation.discarded", {"reason": planned.reason})
+            else:
+                await self._condensation_failed(settings, source.source_tokens, "invalid", [planned.reason])
+            return False
+        result = await self.apply(planned)
+        self.data.condensation_failures = 0
+        await self._event("context.condensation.succeeded", {
+            "memory_id": self.state.memory_id, "memory_tokens": outcome.memory_tokens,
+            "archived": len(result.archived), "latency_ms": outcome.latency_ms})
+        return True
+
+    async def _condensation_outcome(self, settings: CompactionSettings, source) -> CondensationOutcome | None:
+        """Run the activity without holding the lane: items may arrive meanwhile, and a
+        result made stale by them is discarded (None: the attempt failed)."""
+        request = CondensationInput(
+            session_id=self.data.session_id,
+            lane=self.data.lane,
+            source_item_ids=source.item_ids,
+            anchor_item_ids=source.anchor_ids,
+            live_memory_item_id=self.state.memory_id,
+            known_observation_ids=sorted(engine.known_observation_ids(self.state)),
+            model=settings.condenser_model,
+            base_url=settings.condenser_base_url,
+            condenser_window=settings.condenser_window,
+            preview_chars=min(4_000, self.preview_chars),
+            timeout_seconds=settings.timeout_seconds,
+        )
+        self.lock.release()
+        try:
+            return await calls.condense_with_llm(request)
+        except ActivityError:
+            return None
+        finally:
+            await self.lock.acquire()
+
+    async def _condensation_failed(self, settings: CompactionSettings, source_tokens: int, status: str,
+                                   errors: list[str]) -> None:
+        self.data.condensation_failures += 1
+        if self.data.condensation_failures >= settings.max_consecutive_failures:
+            self.data.condensation_blocked_below = source_tokens + settings.retry_after_growth_tokens
+        await self._event(f"context.condensation.{status}", {
+            "errors": errors[:5], "consecutive_failures": self.data.condensation_failures})
+
+    async def _event(self, kind: str, payload: dict) -> None:
+        await calls.record_events(self.data.session_id, [event(kind, payload, self.next_event_seq(), self.event_lane)])
 
     async def apply(self, plan: CompactionPlan, measured: dict[str, int] | None = None) -> ApplyResult:
         """Measure the text the engine generated (tiktoken stays out of workflow code),
@@ -168,10 +252,7 @@ class Lane:
         )
 
     async def _condense_refused(self, rejection: Rejection) -> CondenseResult:
-        await calls.record_events(
-            self.data.session_id,
-            [event(f"context.condense.{rejection.status}", {"reason": rejection.reason}, self.next_event_seq(), self.event_lane)],
-        )
+        await self._event(f"context.condense.{rejection.status}", {"reason": rejection.reason})
         return CondenseResult(status=rejection.status, reason=rejection.reason)
 
 

@@ -19,3 +19,6 @@ class LaneState(BaseModel):
     next_event_seq: int = 0  # engine events (compactions, overflow...), their own sequence
     plan_version: int = 0
     last_plan: list[tuple[str, Projection]] = Field(default_factory=list)
+    # LLM condensation loop guard
+    condensation_failures: int = 0  # consecutive failed attempts
+    condensation_blocked_below: int = 0  # no attempt until the source has this many tokens

@@ -23,6 +23,22 @@ class ReplaySpec(BaseModel):
     model_base_url: str  # the replay model server (worker.replay_model) serving it
 
 
+class CompactionSettings(BaseModel):
+    """``compaction.enabled``: try one bounded LLM condensation at 80 % pressure before
+    the deterministic fallback. Off, the fallback runs only over the budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    condenser_model: str | None = None  # None: the worker's LANES_CONDENSER_MODEL
+    condenser_base_url: str | None = None  # None: the worker's OPENAI_BASE_URL
+    condenser_window: int = Field(128_000, gt=0)
+    timeout_seconds: float = Field(120.0, gt=0)
+    # loop guard: after this many failed attempts in a row, wait until the source grew
+    max_consecutive_failures: int = Field(3, ge=1)
+    retry_after_growth_tokens: int = Field(2_000, ge=0)
+
+
 class SessionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -38,6 +54,7 @@ class SessionConfig(BaseModel):
     system_prompt: str = "You are a careful software engineering agent."
     replay: ReplaySpec | None = None
     tool_definition_tokens: int = 0  # measured by the describe_tools activity at start
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
 
 
 class SessionInput(BaseModel):

@@ -143,7 +143,7 @@ class SessionWorkflow:
     async def prepare_request(self) -> PreparedRequest:
         lane = await self._ready_lane()
         async with lane.lock:
-            await lane.compact_if_needed()
+            await lane.compact_if_needed(self.config.compaction)
             plan = engine.plan_request(lane.state)
         return PreparedRequest(
             entries=[(e.item_id, e.projection) for e in plan.entries],
@@ -268,6 +268,7 @@ class SessionWorkflow:
             max_output_tokens=cfg.max_output_tokens,
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
+            llm_condensation=cfg.compaction.enabled,
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
         async with lane.lock:
@@ -339,7 +340,7 @@ class SessionWorkflow:
 
     async def _step(self, lane: Lane, task_id: str, turn: int) -> bool:
         """One model step; True when the model answered without tool calls."""
-        await lane.compact_if_needed()
+        await lane.compact_if_needed(self.config.compaction)
         answer = await self._call_model(lane, task_id, turn)
         assistant = engine.add_item(lane.state, answer.stored.item)
         for call in answer.stored.tool_calls:

@@ -63,7 +63,9 @@ def _select(state: ContextState, mode: Mode) -> Draft:
         return terminal(item) or (state.current_task is not None and item.task == state.current_task)
 
     archive_episodes(draft, everything=True, protect=terminal)
-    archive_groups(draft, everything=True, protect=current_task_or_terminal)
+    # The explicit tool protects the current task (the spec's protected set); automatic
+    # condensation must reach into it, or a session with one long task never condenses.
+    archive_groups(draft, everything=True, protect=current_task_or_terminal if mode == "explicit" else terminal)
     return draft
 
 

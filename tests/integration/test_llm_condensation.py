@@ -1,0 +1,107 @@
+"""compaction.enabled: one bounded LLM condensation before the deterministic fallback.
+
+The agent is the replay model; the condenser is a scripted OpenAI-compatible server
+(tests/condense/condenser_server.py) that answers valid memory, errors or slowly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.condense.condenser_server import CondenserServer
+from tests.integration.support import replay_config, run_replayed_session
+from worker import sessions
+from workflows.messages import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
+from workflows.session import SessionWorkflow
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+BUDGET = 12_000
+
+
+@pytest.fixture(scope="module")
+def condenser():
+    server = CondenserServer()
+    yield server
+    server.stop()
+
+
+def settings_for(condenser: CondenserServer, **overrides) -> CompactionSettings:
+    return CompactionSettings(enabled=True, condenser_model="condenser", condenser_base_url=condenser.base_url,
+                              condenser_window=64_000, timeout_seconds=5, **overrides)
+
+
+async def condensation_events(store, session_id: str) -> list[str]:
+    events = await store.list_events(session_id, limit=5_000)
+    return [e.kind for e in events if e.kind.startswith(("context.condensation", "context.compaction"))]
+
+
+async def test_valid_memory_replaces_the_condensed_prefix(temporal_client, settings, trajectory, replay_server,
+                                                          condenser, store):
+    condenser.script()  # every answer: a valid memory
+    handle, status = await run_replayed_session(temporal_client, settings, trajectory, replay_server,
+                                                budget_tokens=BUDGET, compaction=settings_for(condenser))
+    assert status.tasks[0].state == "completed", status.tasks[0].error
+    kinds = await condensation_events(store, handle.id)
+    assert "context.condensation.started" in kinds and "context.condensation.succeeded" in kinds
+    assert "context.compaction.llm" in kinds
+    report = await sessions.context(handle)
+    assert report.live_memory_id is not None
+    memory = (await store.get_items(handle.id, [report.live_memory_id]))[report.live_memory_id]
+    assert memory.content["content"]["text"].startswith("[Long-term memory]")
+    # the stored history is the recording, exactly: condensation never rewrites it
+    rows = await store.list_items(handle.id, lane="main", limit=10_000)
+    outputs = [r.content["content"]["text"] for r in rows if r.kind == "tool_result"]
+    assert outputs == [r.output for t in trajectory.turns for r in t.results]
+    await handle.signal(SessionWorkflow.close)
+
+
+async def test_failing_condenser_falls_back_and_the_loop_guard_stops_attempts(
+        temporal_client, settings, trajectory, replay_server, condenser, store):
+    condenser.script(*["http_500"] * 200)
+    # a small budget compacts often; the source never grows enough to lift the guard
+    handle, status = await run_replayed_session(
+        temporal_client, settings, trajectory, replay_server, budget_tokens=6_000,
+        compaction=settings_for(condenser, retry_after_growth_tokens=1_000_000))
+    assert status.tasks[0].state == "completed", status.tasks[0].error
+    kinds = await condensation_events(store, handle.id)
+    assert kinds.count("context.compaction.fallback") > 3  # every compaction still happened
+    assert kinds.count("context.condensation.failed") == 3  # then the guard holds until the source grows
+    assert kinds.count("context.condensation.skipped") == kinds.count("context.compaction.fallback") - 3
+    assert len(condenser.requests) == 3 * 2  # three attempts, each retried once by Temporal
+    report = await sessions.context(handle)
+    assert report.live_memory_id is None
+    assert report.working_set_tokens <= report.budget
+    await handle.signal(SessionWorkflow.close)
+
+
+async def test_result_of_a_lane_that_changed_meanwhile_is_discarded(temporal_client, settings, condenser, store):
+    """External mode: items arrive while a slow condensation runs; its memory is stale."""
+    condenser.script({"mode": "slow", "delay": 3})
+    session_id = sessions.new_session_id("stale")
+    handle = await sessions.start_session(
+        temporal_client,
+        SessionConfig(session_id=session_id, budget_tokens=3_000, compaction=settings_for(condenser)),
+        settings.task_queue,
+    )
+    items = [ExternalItem(kind="user", text="Fix the parser.")]
+    for n in range(12):
+        items.append(ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
+            {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]))
+        items.append(ExternalItem(kind="tool_result", tool_call_id=f"c{n}", tool_name="bash", exit_code=0,
+                                  text=f"line {n}\n" * 120))
+    await handle.execute_update(SessionWorkflow.append_items, AppendItemsRequest(items=items))
+    prepare = asyncio.create_task(handle.execute_update(SessionWorkflow.prepare_request))
+    while len(condenser.requests) == 0:  # the condenser is working
+        await asyncio.sleep(0.05)
+    await handle.execute_update(SessionWorkflow.append_items, AppendItemsRequest(
+        items=[ExternalItem(kind="note", text="The user added a constraint meanwhile.")]))
+    prepared = await prepare
+    kinds = await condensation_events(store, session_id)
+    assert kinds[:2] == ["context.condensation.started", "context.condensation.discarded"]
+    assert "context.compaction.fallback" in kinds
+    report = await sessions.context(handle)
+    assert report.live_memory_id is None and prepared.fits
+    await handle.signal(SessionWorkflow.close)
