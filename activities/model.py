@@ -19,7 +19,7 @@ from activities.items import finish_item, load_item, load_items, store_item
 from activities.plans import materialize_plan
 from activities.runtime import get_runtime
 from activities.tokens import count_message_tokens, count_tool_definitions
-from activities.tool_specs import tool_specs
+from activities.tool_specs import MAX_WORKFLOW_TOOL_ARGUMENTS, WORKFLOW_TOOLS, tool_specs
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind
 from workflows.context.planner import PlanEntry
@@ -106,10 +106,18 @@ def _answer_content(response, response_seq: int) -> ItemContent:
     return ItemContent(text=message.content or "", tool_calls=calls)
 
 
+def _call_ref(call: ToolCall) -> ToolCallRef:
+    """A tool call for the workflow: the arguments only when the workflow runs the tool."""
+    arguments = None
+    if call.name in WORKFLOW_TOOLS:
+        arguments = call.arguments[:MAX_WORKFLOW_TOOL_ARGUMENTS]
+    return ToolCallRef(id=call.id, name=call.name, arguments=arguments)
+
+
 def _result(item: Item, content: ItemContent, finish_reason: str | None, request_tokens: int,
             prompt_tokens: int | None = None, cached_tokens: int | None = None) -> ModelCallResult:
     return ModelCallResult(
-        stored=StoredItem(item=item, tool_calls=[ToolCallRef(id=c.id, name=c.name) for c in content.tool_calls]),
+        stored=StoredItem(item=item, tool_calls=[_call_ref(c) for c in content.tool_calls]),
         finish_reason=finish_reason,
         prompt_tokens=prompt_tokens,
         cached_tokens=cached_tokens,

@@ -60,11 +60,38 @@ LIST_FILES = _file_tool(
     "list_files", "List the files under a workspace directory.", {"path": {"type": "string"}}, []
 )
 
+_MEMORY_LIST = {"type": "array", "items": {"type": "string"}}
+CONDENSE = {
+    "type": "function",
+    "function": {
+        "name": "condense_context",
+        "description": (
+            "At a natural milestone, replace old completed work in your context with a bounded memory "
+            "(at most 2,000 tokens). Exact tool output stays recallable by its observation:// address. "
+            "Rejected while an episode is active or for references that do not exist."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "completed_work": _MEMORY_LIST,
+                "strategies_and_outcomes": _MEMORY_LIST,
+                "environment_changes": _MEMORY_LIST,
+                "constraints": _MEMORY_LIST,
+                "open_questions": _MEMORY_LIST,
+                "references": {**_MEMORY_LIST, "description": "observation://obs-... or workspace-relative paths"},
+            },
+        },
+    },
+}
+
 TOOL_SPECS: dict[str, dict] = {
-    spec["function"]["name"]: spec for spec in (RECALL, BASH, READ_FILE, WRITE_FILE, LIST_FILES)
+    spec["function"]["name"]: spec for spec in (RECALL, BASH, READ_FILE, WRITE_FILE, LIST_FILES, CONDENSE)
 }
 REPLAY_TOOLS = ["bash", "recall_observation"]
-WORKSPACE_TOOLS = ["read_file", "write_file", "list_files", "bash", "recall_observation"]
+WORKSPACE_TOOLS = ["read_file", "write_file", "list_files", "bash", "recall_observation", "condense_context"]
+# Tools the workflow runs itself, deterministically (their arguments travel in the model result).
+WORKFLOW_TOOLS = frozenset({"condense_context"})
+MAX_WORKFLOW_TOOL_ARGUMENTS = 32_000
 
 
 def tool_specs(names: list[str]) -> list[dict]:

@@ -76,6 +76,8 @@ def _replayed(inp: ToolRunInput) -> tuple[ToolOutput, str]:
 
 async def _execute(inp: ToolRunInput, store: Store, arguments: str, workspace_root: Path):
     """(output, render role, recall mark) for one call."""
+    if inp.output is not None:  # the workflow ran it (condense_context): store its answer
+        return ToolOutput(inp.output, inp.exit_code), "tool", None
     if inp.tool_name == RECALL_TOOL:
         output, mark = await recall(store, inp.session_id, arguments)
         return output, "tool", mark

@@ -113,6 +113,7 @@ class StoredItem(BaseModel):
 class ToolCallRef(BaseModel):
     id: str
     name: str
+    arguments: str | None = None  # only for tools the workflow runs itself (condense_context)
 
 
 StoredItem.model_rebuild()
@@ -226,6 +227,8 @@ class ToolRunInput(BaseModel):
     model: str
     preview_chars: int
     replay: ReplaySpec | None = None
+    output: str | None = None  # set: the workflow already ran the tool; store this as its result
+    exit_code: int = 0
 
 
 class ToolRunResult(BaseModel):

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         submit_text_problem,
     )
 
+CONDENSE_TOOL = "condense_context"
 # The provider-overflow ladder: after these two retries the error is terminal.
 OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
@@ -344,7 +345,8 @@ class SessionWorkflow:
         answer = await self._call_model(lane, task_id, turn)
         assistant = engine.add_item(lane.state, answer.stored.item)
         for call in answer.stored.tool_calls:
-            result = await self._run_tool(lane, task_id, assistant, call.id, call.name)
+            output = await self._condense_tool(lane, call.arguments) if call.name == CONDENSE_TOOL else None
+            result = await self._run_tool(lane, task_id, assistant, call.id, call.name, output)
             engine.add_item(lane.state, result.stored.item)
             if result.recall is not None:
                 r = result.recall
@@ -390,7 +392,21 @@ class SessionWorkflow:
                     raise
         raise AssertionError("unreachable")
 
-    async def _run_tool(self, lane: Lane, task_id: str, assistant: Item, call_id: str, name: str) -> ToolRunResult:
+    async def _condense_tool(self, lane: Lane, arguments: str | None) -> tuple[str, int]:
+        """The model's condense_context call: deterministic, no model call. Its answer
+        says what was archived and how to recall it, or why nothing changed."""
+        result = await lane.condense(arguments or "{}")
+        if result.status == "accepted":
+            return (
+                f"condense_context accepted: the live memory is now {result.memory_id}; {result.archived} "
+                "older items left the context. Their exact tool output stays recallable with "
+                "recall_observation on the observation:// addresses in the memory and the checkpoint.",
+                0,
+            )
+        return f"condense_context {result.status}: {result.reason}. Nothing changed.", 1
+
+    async def _run_tool(self, lane: Lane, task_id: str, assistant: Item, call_id: str, name: str,
+                        output: tuple[str, int] | None = None) -> ToolRunResult:
         seq = lane.next_seq()
         return await calls.run_tool(
             ToolRunInput(
@@ -407,6 +423,8 @@ class SessionWorkflow:
                 model=self.config.model,
                 preview_chars=lane.preview_chars,
                 replay=self.config.replay,
+                output=None if output is None else output[0],
+                exit_code=0 if output is None else output[1],
             )
         )
 

@@ -32,6 +32,10 @@ LIVE_SCRIPT = [
     {"content": None, "tool_calls": [tool_call("c3", "bash", command="wc -c < notes/a.txt; pwd")]},
     {"content": None, "tool_calls": [tool_call("c4", "write_file", path="../outside.txt", content="no")]},
     {"content": None, "tool_calls": [tool_call("c5", "list_files", path=".")]},
+    {"content": None, "tool_calls": [tool_call("c6", "condense_context", completed_work=["wrote notes/a.txt"],
+                                               references=["notes/a.txt"])]},
+    {"content": None, "tool_calls": [tool_call("c7", "condense_context", completed_work=["x"],
+                                               references=["/etc/passwd"])]},
     {"content": "Done: notes/a.txt holds the note."},
 ]
 
