@@ -1,0 +1,99 @@
+"""Record SessionWorkflow histories for the replay-compatibility test.
+
+Run it when a release's workflow code is final:
+
+    .venv/bin/python -m tests.histories.record
+
+It starts a throwaway stack, runs a few sessions that together use every command the
+workflow issues (hosted replay with compactions, continue-as-new, the overflow
+ladder, external-agent updates, explicit condensation) and writes each run's history
+to ``tests/histories/<name>.json.gz``. Committed histories must keep replaying against
+later code: a change that alters commands needs ``workflow.patched``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from activities.trajectories import dump_trajectory, load_trajectory, synthetic_trajectory
+from tests.integration.support import LONG_TRAJECTORY, replay_config_for
+from activities.store import close_stores
+from worker import sessions
+from worker.replay_model import ReplayModelServer
+from worker.settings import Settings
+from worker.stack import Stack
+from worker.worker import build_worker, connect
+from workflows.messages import AppendItemsRequest, CondenseRequest, EpisodeBegin, EpisodeEnd, ExternalItem, SessionConfig
+from workflows.session import SessionWorkflow
+
+HERE = Path(__file__).resolve().parent
+
+
+async def save(client, session_id: str, name: str) -> None:
+    runs = [run async for run in client.list_workflows(f'WorkflowId = "{session_id}"')]
+    for index, run in enumerate(sorted(runs, key=lambda r: r.start_time)):
+        history = await client.get_workflow_handle(session_id, run_id=run.run_id).fetch_history()
+        target = HERE / f"{name}-run{index}.json.gz"
+        target.write_bytes(gzip.compress(history.to_json().encode()))
+        print(f"wrote {target.name} ({len(history.events)} events)")
+
+
+async def hosted(client, queue: str, name: str, path: Path, **overrides) -> None:
+    trajectory = load_trajectory(path)
+    with ReplayModelServer([trajectory]) as server:
+        if name == "overflow":
+            server.set_faults("context_length", count=-1, max_prompt_tokens=1_500)
+        session_id = f"hist-{name}-{uuid.uuid4().hex[:6]}"
+        handle = await sessions.start_session(client, replay_config_for(session_id, trajectory, path, server,
+                                                                        **overrides), queue)
+        task_id = await sessions.submit(handle, trajectory.task)
+        await sessions.wait_task(handle, task_id)
+        await handle.signal(SessionWorkflow.close)
+        await handle.result()
+    await save(client, session_id, name)
+
+
+async def external(client, queue: str) -> None:
+    session_id = f"hist-external-{uuid.uuid4().hex[:6]}"
+    handle = await sessions.start_session(client, SessionConfig(session_id=session_id, budget_tokens=2_000), queue)
+    items = [ExternalItem(kind="user", text="Inspect and fix the parser.")]
+    for n in range(6):
+        items += [ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
+                      {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]),
+                  ExternalItem(kind="tool_result", tool_call_id=f"c{n}", text=f"line {n}\n" * 60)]
+    await handle.execute_update(SessionWorkflow.begin_episode,
+                                EpisodeBegin(episode_id="inspect", kind="exploration", goal="read the parser"))
+    await handle.execute_update(SessionWorkflow.append_items, AppendItemsRequest(items=items))
+    await handle.execute_update(SessionWorkflow.end_episode,
+                                EpisodeEnd(episode_id="inspect", conclusion="the bug is in f3.py"))
+    await handle.execute_update(SessionWorkflow.prepare_request)
+    await handle.execute_update(SessionWorkflow.condense_context,
+                                CondenseRequest(memory={"completed_work": ["read f0-f5"]}))
+    await handle.signal(SessionWorkflow.close)
+    await handle.result()
+    await save(client, session_id, "external")
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="lanes-hist-") as tmp, Stack(Path(tmp)) as stack:
+        settings = Settings(temporal_address=stack.temporal_address, database_url=stack.dsn,
+                            task_queue="lanes-histories", data_dir=Path(tmp) / "data")
+        client = await connect(settings)
+        long_path = dump_trajectory(synthetic_trajectory(90, seed=3), Path(tmp) / "long.json")
+        async with build_worker(client, settings):
+            await hosted(client, settings.task_queue, "hosted", LONG_TRAJECTORY, budget_tokens=6_000)
+            await hosted(client, settings.task_queue, "continue-as-new", long_path, budget_tokens=8_000,
+                         turns_per_run=40)
+            await hosted(client, settings.task_queue, "overflow", LONG_TRAJECTORY)
+            await external(client, settings.task_queue)
+        await close_stores()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
+    sys.stdout.flush()

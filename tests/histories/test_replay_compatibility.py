@@ -1,0 +1,35 @@
+"""Histories recorded by earlier workflow code still replay against the current code.
+
+A change that alters the commands SessionWorkflow issues must be gated with
+``workflow.patched`` (DESIGN §4); otherwise in-flight sessions would fail to replay
+after an upgrade. Re-record with ``python -m tests.histories.record`` only when a
+release deliberately drops support for older histories.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.session import SessionWorkflow
+
+HISTORIES = sorted(Path(__file__).resolve().parent.glob("*.json.gz"))
+
+
+def test_histories_are_recorded():
+    names = {path.name.split("-run")[0] for path in HISTORIES}
+    assert {"hosted", "continue-as-new", "overflow", "external"} <= names
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.name for p in HISTORIES])
+async def test_recorded_history_replays_against_current_code(path: Path):
+    history = WorkflowHistory.from_json(path.name, gzip.decompress(path.read_bytes()).decode())
+    result = await Replayer(workflows=[SessionWorkflow], data_converter=pydantic_data_converter).replay_workflow(
+        history, raise_on_replay_failure=True
+    )
+    assert result.replay_failure is None
