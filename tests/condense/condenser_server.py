@@ -22,15 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import threading
-import time
 from collections import deque
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+
+from tests.threaded_server import ThreadedServer
 
 ADDRESS = re.compile(r"observation://obs-[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -66,20 +65,11 @@ class CondenserServer:
                 step = self.steps.popleft() if self.steps else {"mode": "valid"}
             return await self._answer(step, body)
 
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
+        self._http = ThreadedServer(app)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return self._http.base_url
 
     def script(self, *steps: str | dict[str, Any]) -> None:
         """Replace the script and forget earlier requests."""
@@ -89,8 +79,7 @@ class CondenserServer:
             self.headers.clear()
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self._http.stop()
 
     async def _answer(self, step: dict[str, Any], body: dict):
         mode = step["mode"]

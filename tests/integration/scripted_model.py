@@ -8,12 +8,10 @@ exactly as it would against a provider.
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 
-import uvicorn
 from fastapi import FastAPI, Request
+
+from tests.threaded_server import ThreadedServer
 
 
 def tool_call(call_id: str, name: str, **arguments) -> dict:
@@ -45,20 +43,11 @@ class ScriptedModel:
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
 
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        self.port = sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.01)
+        self._http = ThreadedServer(app)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return self._http.base_url
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self._http.stop()
