@@ -27,7 +27,6 @@ from worker.replay_model import ReplayModelServer
 from worker.settings import get_settings
 from worker.stack import Stack, kill_process
 from worker.worker import connect
-from workflows.messages import ReplaySpec, SessionConfig
 
 DEFAULT_TRAJECTORY = (
     Path(DEFAULT_TRAJECTORY_ROOT)
@@ -77,17 +76,8 @@ async def run_demo(args: argparse.Namespace, stack: Stack, console: Console) -> 
     try:
         client = await connect(settings.model_copy(update={"temporal_address": stack.temporal_address}))
         session_id = sessions.new_session_id("demo")
-        config = SessionConfig(
-            session_id=session_id,
-            model="replay",
-            budget_tokens=args.budget,
-            system_prompt=trajectory.system or "You are a helpful assistant.",
-            replay=ReplaySpec(
-                trajectory_path=str(Path(args.trajectory).resolve()),
-                trajectory_id=trajectory.id,
-                model_base_url=server.base_url,
-            ),
-        )
+        config = sessions.replay_session_config(session_id, trajectory, args.trajectory, server.base_url,
+                                                budget_tokens=args.budget)
         handle = await sessions.start_session(client, config, settings.task_queue)
         task_id = await sessions.submit(handle, trajectory.task)
         killed = False

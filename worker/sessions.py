@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from workflows.context.engine import ContextReport
-from workflows.messages import SessionConfig, SessionInput, SessionStatus, SubmitRequest, SubmitResult
+from activities.trajectories import Trajectory
+from workflows.messages import ReplaySpec, SessionConfig, SessionInput, SessionStatus, SubmitRequest, SubmitResult
 from workflows.session import SessionWorkflow
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -30,6 +32,20 @@ def check_session_id(session_id: str) -> str:
             f"session id {session_id!r} must be 1-64 letters, digits, '_', '.', '-' and start with a letter or digit"
         )
     return session_id
+
+
+def replay_session_config(session_id: str, trajectory: Trajectory, path: str | Path, model_base_url: str,
+                          **overrides) -> SessionConfig:
+    """A session that replays the recording at ``path`` (already loaded as ``trajectory``)
+    against the replay model server at ``model_base_url``."""
+    return SessionConfig(
+        session_id=session_id,
+        model="replay",
+        system_prompt=trajectory.system or "You are a helpful assistant.",
+        replay=ReplaySpec(trajectory_path=str(Path(path).resolve()), trajectory_id=trajectory.id,
+                          model_base_url=model_base_url),
+        **overrides,
+    )
 
 
 async def start_session(client: Client, config: SessionConfig, task_queue: str) -> WorkflowHandle:

@@ -16,7 +16,7 @@ from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
 from worker.stack import popen_group
 from tests.integration.scripted_model import tool_call
-from workflows.messages import ReplaySpec, SessionConfig
+from workflows.messages import SessionConfig
 
 REPO = Path(__file__).resolve().parents[2]
 # 53 recorded tool-calling steps, 40 k characters of tool output
@@ -63,17 +63,7 @@ def replay_config(session_id: str, trajectory: Trajectory, server: ReplayModelSe
 def replay_config_for(session_id: str, trajectory: Trajectory, path: Path, server: ReplayModelServer,
                       **overrides) -> SessionConfig:
     """A session that replays the recording at ``path`` (already loaded as ``trajectory``)."""
-    return SessionConfig(
-        session_id=session_id,
-        model="replay",
-        system_prompt=trajectory.system or "You are a helpful assistant.",
-        replay=ReplaySpec(
-            trajectory_path=str(path),
-            trajectory_id=trajectory.id,
-            model_base_url=server.base_url,
-        ),
-        **overrides,
-    )
+    return sessions.replay_session_config(session_id, trajectory, path, server.base_url, **overrides)
 
 
 async def run_replayed_session(client: Client, settings: Settings, trajectory: Trajectory,
