@@ -59,7 +59,7 @@ async def run(turns: int, budget: int, tmp: Path, stack: Stack) -> dict:
             session_id = f"long-{uuid.uuid4().hex[:8]}"
             handle = await sessions.start_session(
                 client, sessions.replay_session_config(session_id, trajectory, path, server.base_url,
-                                                     budget_tokens=budget),
+                                                     budget_tokens=budget, max_turns_per_task=turns + 10),
                 settings.task_queue)
             started = time.perf_counter()
             task_id = await sessions.submit(handle, trajectory.task)

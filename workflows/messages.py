@@ -50,7 +50,7 @@ class SessionConfig(BaseModel):
     budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
     max_turns_per_task: int = 400
     # A run continues as new after this many model turns, or earlier when Temporal suggests it.
-    turns_per_run: int = 500
+    turns_per_run: int = 250
     system_prompt: str = "You are a careful software engineering agent."
     replay: ReplaySpec | None = None
     tool_definition_tokens: int = 0  # measured by the describe_tools activity at start
