@@ -1,7 +1,8 @@
 """``lanes``: the command line of Context Lanes.
 
-Each subcommand lives in its own module and is imported only when used, so that
-``lanes replay`` never pays for the Temporal client and ``lanes worker`` never for rich.
+Each subcommand is ``module`` (its ``main``) or ``module:function``, imported only when
+used, so that ``lanes replay`` never pays for the Temporal client and ``lanes worker``
+never for rich.
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ COMMANDS = {
     "worker": ("worker.worker", "run one worker (Temporal + PostgreSQL from the environment)"),
     "demo": ("worker.demo", "replay a recorded session through the real stack, offline"),
     "replay": ("worker.replay_command", "replay trajectories offline under context policies"),
+    "api": ("worker.api.main", "serve the HTTP API (sessions, external-agent mode, inspector at /ui)"),
+    "session": ("worker.cli_sessions:session_main", "sessions through the API: new | list | show | cancel"),
+    "send": ("worker.cli_sessions:send_main", "send a user message to a hosted session (--wait for the answer)"),
+    "chat": ("worker.cli_sessions:chat_main", "talk to a hosted session interactively, watching its events"),
+    "context": ("worker.cli_sessions:context_main", "a session's working set: items and a budget bar"),
+    "events": ("worker.cli_sessions:events_main", "a session's event log (--follow streams it)"),
+    "recall": ("worker.cli_sessions:recall_main", "exact text of an observation://obs-... address"),
 }
 
 
@@ -33,10 +41,11 @@ def main(argv: list[str] | None = None) -> None:
     if name not in COMMANDS:
         print(f"lanes: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         sys.exit(2)
-    module = importlib.import_module(COMMANDS[name][0])
+    module_name, _, function = COMMANDS[name][0].partition(":")
+    module = importlib.import_module(module_name)
     if name == "worker":
         module.main()  # exits through os._exit
-    code = module.main(rest)
+    code = getattr(module, function or "main")(rest)
     sys.stdout.flush()
     sys.stderr.flush()
     # Processes that used the Temporal client exit hard (DESIGN §4).

@@ -2,7 +2,7 @@
 
 Starts the Temporal dev server (its own SQLite file under the data directory),
 PostgreSQL (``DATABASE_URL`` if set, else a throwaway embedded server), one worker
-and the HTTP API when it exists; prints the addresses; Ctrl-C stops everything.
+and the HTTP API; prints the addresses; Ctrl-C stops everything.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from worker.settings import get_settings
+from worker.settings import get_settings, redact_url
 from worker.stack import Stack
 
 
@@ -26,9 +26,12 @@ def main(argv: list[str]) -> int:
     console = Console()
     with Stack(data_dir) as stack:
         stack.spawn("worker", [sys.executable, "-m", "worker.worker"])
+        stack.spawn("api", [sys.executable, "-m", "worker.api.main"])
         console.print(f"[bold]Context Lanes local stack[/bold] (data in {data_dir})")
         console.print(f"  Temporal   {stack.temporal_address}  (temporal workflow list --address {stack.temporal_address})")
-        console.print(f"  PostgreSQL {stack.dsn}")
+        console.print(f"  PostgreSQL {redact_url(stack.dsn)}")
+        console.print(f"  API        http://{settings.api_host}:{settings.api_port}  (inspector: /ui; token in "
+                      f"{data_dir / 'api-token'} unless LANES_API_TOKENS is set)")
         console.print(f"  worker     logs in {data_dir / 'logs'}")
         console.print("Ctrl-C stops everything.")
         try:

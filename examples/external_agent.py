@@ -1,0 +1,98 @@
+"""An OpenAI-style agent whose loop runs here while Context Lanes keeps its context.
+
+The whole integration is the loop in ``run_agent``: append what happened, ask the API for
+the next request (it compacts when the working set needs it and renders the exact
+messages from PostgreSQL), send that to the model, run the tools, append again.
+
+    export LANES_API_URL=http://127.0.0.1:8000 LANES_API_TOKEN=...      # lanes api
+    export OPENAI_BASE_URL=... OPENAI_API_KEY=... LANES_MODEL=gpt-4o-mini
+    python examples/external_agent.py --workdir ./project "Make the failing test pass"
+
+The tools (read_file, write_file, list_files, bash, recall_observation) run in --workdir;
+they are deliberately small: this is an example, not a sandbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from worker.client import LanesClient, assistant_item, tool_result_item, user_item  # noqa: E402
+
+OUTPUT_LIMIT = 200_000  # characters of one tool output; larger output is cut (the API stores it exactly)
+
+
+async def run_agent(task: str, lanes: LanesClient, model: openai.AsyncOpenAI, *, model_name: str,
+                    workdir: Path, budget_tokens: int | None = None, max_turns: int = 50) -> tuple[str, str]:
+    """Run ``task`` to its final answer; returns (session id, answer)."""
+    session = await lanes.create_session(mode="external", model=model_name, budget_tokens=budget_tokens)
+    sid = session.session_id
+    await lanes.append_items(sid, [user_item(task)])
+    for _ in range(max_turns):
+        request = await lanes.next_request(sid)  # messages + tools, compacted when needed
+        reply = await model.chat.completions.create(model=request.model, messages=request.messages,
+                                                    tools=request.tools)
+        message = reply.choices[0].message
+        results = [tool_result_item(call.id, call.function.name,
+                                    *await run_tool(call.function.name, call.function.arguments, workdir, lanes, sid))
+                   for call in message.tool_calls or ()]
+        await lanes.append_items(sid, [assistant_item(message), *results])
+        if not message.tool_calls:
+            return sid, message.content or ""
+    return sid, f"(stopped after {max_turns} turns)"
+
+
+async def run_tool(name: str, arguments: str, workdir: Path, lanes: LanesClient, sid: str) -> tuple[str, int]:
+    """(output, exit code) of one tool call; a failure is an answer for the model, not an exception."""
+    try:
+        args = json.loads(arguments or "{}")
+        if name == "recall_observation":
+            piece = await lanes.read_observation(sid, args["address"], offset=args.get("offset"),
+                                                 limit=args.get("limit"))
+            return piece.text, 0
+        if name == "bash":
+            done = await asyncio.to_thread(subprocess.run, args["command"], shell=True, cwd=workdir,
+                                           capture_output=True, text=True, timeout=120)
+            return (done.stdout + done.stderr)[:OUTPUT_LIMIT], done.returncode
+        path = (workdir / args.get("path", ".")).resolve()
+        if not path.is_relative_to(workdir.resolve()):
+            return f"{name}: {args.get('path')!r} is outside the workspace", 2
+        if name == "read_file":
+            return path.read_text(encoding="utf-8", errors="replace")[:OUTPUT_LIMIT], 0
+        if name == "write_file":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(args["content"], encoding="utf-8")
+            return f"wrote {len(args['content'])} characters to {args['path']}", 0
+        if name == "list_files":
+            return "\n".join(sorted(str(p.relative_to(workdir)) for p in path.rglob("*") if p.is_file())), 0
+        return f"unknown tool {name!r}", 2
+    except Exception as exc:  # bad arguments, missing file, timeout...
+        return f"{name} error: {type(exc).__name__}: {exc}", 1
+
+
+async def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("task")
+    parser.add_argument("--workdir", default=".", type=Path)
+    parser.add_argument("--model", default=os.environ.get("LANES_MODEL", "gpt-4o-mini"))
+    parser.add_argument("--budget", type=int, default=None, help="working-set budget in tokens")
+    args = parser.parse_args(argv)
+    model = openai.AsyncOpenAI()  # OPENAI_BASE_URL / OPENAI_API_KEY
+    async with LanesClient() as lanes:  # LANES_API_URL / LANES_API_TOKEN
+        sid, answer = await run_agent(args.task, lanes, model, model_name=args.model, workdir=args.workdir,
+                                      budget_tokens=args.budget)
+    print(f"session {sid}\n{answer}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

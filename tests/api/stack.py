@@ -1,0 +1,190 @@
+"""The API on the real stack for tests: one background thread runs, on its own event loop,
+an in-process worker and the API (uvicorn on a free port), both on a task queue of their
+own, against the session's Temporal dev server and PostgreSQL database.
+
+tests/api, tests/cli and tests/ui import these fixtures (``from tests.api.stack import *``);
+the server is shared by all of them (started once per test session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
+from worker.client import LanesClient
+from worker.replay_model import ReplayModelServer
+from worker.settings import Settings
+
+__all__ = [
+    "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a", "client_b", "replay", "trajectory",
+]
+
+# 16 recorded tool-calling steps, 30 k characters of tool output (largest 10.6 k)
+TRAJECTORY = (
+    Path(DEFAULT_TRAJECTORY_ROOT)
+    / "mini-swe-agent-deepseek/deepseek_reasoner_dev/pvlib__pvlib-python-1707.traj.json.gz"
+)
+
+TENANT_A, TOKEN_A = "tenant-a", "token-tenant-a-0123456789"
+TENANT_B, TOKEN_B = "tenant-b", "token-tenant-b-9876543210"
+TOKENS = {TOKEN_A: TENANT_A, TOKEN_B: TENANT_B}
+
+
+class LanesServer:
+    """Worker + API on a background thread with its own loop (so sync tests and
+    subprocesses can use it while the test loop is idle)."""
+
+    def __init__(self, settings: Settings, tokens: dict[str, str]) -> None:
+        self.settings = settings
+        self.tokens = tokens
+        self.port: int | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._ready = threading.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> LanesServer:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        self.port = sock.getsockname()[1]
+        self._thread = threading.Thread(target=self._run, args=(sock,), name="lanes-api-test", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._error is not None:
+            raise RuntimeError(f"API server did not start: {self._error!r}")
+        return self
+
+    def _run(self, sock: socket.socket) -> None:
+        try:
+            asyncio.run(self._main(sock))
+        except BaseException as exc:  # surfaced by start()
+            self._error = exc
+            self._ready.set()
+        finally:
+            sock.close()
+
+    async def _main(self, sock: socket.socket) -> None:
+        from activities.store import close_stores
+        from worker.api.app import create_app
+        from worker.worker import build_worker, connect
+
+        client = await connect(self.settings)
+        app = create_app(self.settings, client=client, tokens=self.tokens, allow_replay=True)
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
+                                                     timeout_graceful_shutdown=2))
+        worker = build_worker(client, self.settings)
+        async with worker:
+            serving = asyncio.create_task(self._server.serve(sockets=[sock]))
+            while not self._server.started and not serving.done():
+                await asyncio.sleep(0.02)
+            self._ready.set()
+            await serving
+        await close_stores()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+
+
+@dataclass
+class ApiStack:
+    server: LanesServer
+    settings: Settings
+    tokens: dict[str, str] = field(default_factory=lambda: dict(TOKENS))
+    token_a: str = TOKEN_A
+    token_b: str = TOKEN_B
+    tenant_a: str = TENANT_A
+    tenant_b: str = TENANT_B
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def client(self, token: str | None = TOKEN_A) -> LanesClient:
+        return LanesClient(self.base_url, token, timeout=120)
+
+
+_shared: dict[str, object] = {}
+_users = 0
+
+
+@pytest.fixture(scope="session")
+def api_settings(database_url: str, temporal_address: str, stack_dir: Path) -> Settings:
+    if "settings" not in _shared:
+        _shared["settings"] = Settings(
+            temporal_address=temporal_address,
+            database_url=database_url,
+            task_queue=f"lanes-api-{uuid.uuid4().hex[:8]}",
+            data_dir=stack_dir / "api-data",
+        )
+    return _shared["settings"]  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def api_stack(api_settings: Settings) -> Iterator[ApiStack]:
+    """The running API (+ worker). Shared by every conftest that imports it; stopped after the last."""
+    global _users
+    if "stack" not in _shared:
+        _shared["stack"] = ApiStack(server=LanesServer(api_settings, TOKENS).start(), settings=api_settings)
+    _users += 1
+    yield _shared["stack"]  # type: ignore[misc]
+    _users -= 1
+    if _users == 0:
+        stack = _shared.pop("stack")
+        stack.server.stop()  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+async def client_a(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
+    async with api_stack.client(TOKEN_A) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+async def client_b(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
+    async with api_stack.client(TOKEN_B) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def trajectory() -> Trajectory:
+    if not TRAJECTORY.exists():
+        pytest.fail(f"recorded trajectory {TRAJECTORY} is missing (../shared/data)")
+    return load_trajectory(TRAJECTORY)
+
+
+@pytest.fixture(scope="session")
+def replay(trajectory: Trajectory) -> Iterator[ReplayModelServer]:
+    """The replay model server for ``trajectory`` (hosted sessions and external agents both call it)."""
+    server = ReplayModelServer([trajectory]).start()
+    yield server
+    server.stop()
+
+
+def replay_body(trajectory: Trajectory, replay: ReplayModelServer, **overrides) -> dict:
+    """POST /v1/sessions body of a hosted session replaying ``trajectory``."""
+    return {
+        "mode": "hosted",
+        "model": "replay",
+        "system_prompt": trajectory.system or "You are a helpful assistant.",
+        "replay": {"trajectory_path": str(TRAJECTORY), "trajectory_id": trajectory.id,
+                   "model_base_url": replay.base_url},
+        **overrides,
+    }
+

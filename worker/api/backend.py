@@ -1,0 +1,184 @@
+"""What the API talks to: the Temporal client and the PostgreSQL store, connected lazily
+(the process starts and answers ``/healthz`` while either is down), plus the queries
+on the ``sessions`` table that the store has no method for (raw SQL through its pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowHandle
+
+from activities.store import Store, StoreError
+from worker.api.errors import ApiError, from_temporal, session_not_found
+from worker.settings import Settings, redact_url
+
+log = logging.getLogger("lanes.api")
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT = 10.0
+QUERY_TIMEOUT = 10.0  # a query on a session whose worker is down would wait a long time
+UPDATE_TIMEOUT = 60.0  # prepare_request may run a compaction (a few activities)
+CHECK_TIMEOUT = 3.0
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_id: str
+    tenant: str
+    created_at: datetime
+    config: dict[str, Any]
+
+    @property
+    def mode(self) -> str:
+        return str(self.config.get("mode") or "hosted")
+
+
+class Backend:
+    def __init__(self, settings: Settings, *, client: Client | None = None, store: Store | None = None) -> None:
+        self.settings = settings
+        self._client = client
+        self._store = store
+        self._own_store = store is None
+        self._lock: asyncio.Lock | None = None
+
+    def _guard(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    # --- connections ------------------------------------------------------------------
+
+    async def client(self) -> Client:
+        if self._client is not None:
+            return self._client
+        async with self._guard():
+            if self._client is None:
+                from worker.worker import connect
+
+                try:
+                    self._client = await asyncio.wait_for(connect(self.settings), CONNECT_TIMEOUT)
+                except Exception as exc:  # includes the timeout
+                    raise ApiError(503, "temporal_unavailable",
+                                   f"cannot reach Temporal at {self.settings.temporal_address}: "
+                                   f"{type(exc).__name__}: {exc}", headers={"Retry-After": "2"}) from None
+        return self._client
+
+    async def store(self) -> Store:
+        if self._store is not None and not self._store.closed:
+            return self._store
+        if not self.settings.database_url:
+            raise ApiError(503, "postgres_unavailable", "DATABASE_URL is not set for the API process")
+        async with self._guard():
+            if self._store is None or self._store.closed:
+                try:
+                    self._store = await asyncio.wait_for(Store.open(self.settings.database_url), CONNECT_TIMEOUT)
+                except Exception as exc:
+                    raise ApiError(503, "postgres_unavailable",
+                                   f"cannot reach PostgreSQL at {redact_url(self.settings.database_url)}: "
+                                   f"{type(exc).__name__}", headers={"Retry-After": "2"}) from None
+        return self._store
+
+    async def close(self) -> None:
+        if self._own_store and self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    async def check_temporal(self) -> tuple[bool, str]:
+        try:
+            client = await asyncio.wait_for(self.client(), CHECK_TIMEOUT)
+            await asyncio.wait_for(client.service_client.check_health(), CHECK_TIMEOUT)
+            return True, self.settings.temporal_address
+        except ApiError as exc:
+            return False, exc.message
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+
+    async def check_postgres(self) -> tuple[bool, str]:
+        try:
+            store = await asyncio.wait_for(self.store(), CHECK_TIMEOUT)
+        except ApiError as exc:
+            return False, exc.message
+        except TimeoutError:
+            return False, f"no connection within {CHECK_TIMEOUT:.0f} s"
+        ok = await asyncio.wait_for(store.ping(), CHECK_TIMEOUT + 5)
+        return ok, "reachable" if ok else "ping failed"
+
+    # --- the sessions table -------------------------------------------------------------
+
+    async def sql(self, fn: Callable[[Any], Awaitable[T]]) -> T:
+        store = await self.store()
+        try:
+            return await store._run(fn)  # the store's retrying runner; the SQL is this module's
+        except StoreError as exc:
+            raise ApiError(503, "postgres_unavailable", str(exc)) from None
+
+    async def create_session_row(self, session_id: str, tenant: str, config: dict[str, Any]) -> datetime:
+        created = await self.sql(lambda c: c.fetchval(
+            "INSERT INTO sessions (session_id, tenant, config) VALUES ($1, $2, $3)"
+            " ON CONFLICT DO NOTHING RETURNING created_at", session_id, tenant, config))
+        if created is None:
+            raise ApiError(409, "conflict", f"session id {session_id!r} is already taken")
+        return created
+
+    async def delete_session_row(self, session_id: str, tenant: str) -> None:
+        await self.sql(lambda c: c.execute(
+            "DELETE FROM sessions WHERE session_id = $1 AND tenant = $2", session_id, tenant))
+
+    async def owned_session(self, session_id: str, tenant: str) -> SessionRow:
+        """The session row when ``tenant`` owns it; 404 otherwise (never say it exists)."""
+        row = await self.sql(lambda c: c.fetchrow(
+            "SELECT session_id, tenant, created_at, config FROM sessions WHERE session_id = $1", session_id))
+        if row is None or row["tenant"] != tenant:
+            raise session_not_found(session_id)
+        return SessionRow(row["session_id"], row["tenant"], row["created_at"], dict(row["config"] or {}))
+
+    async def list_sessions(self, tenant: str, limit: int, cursor: str | None) -> tuple[list[SessionRow], str | None]:
+        """Newest first; ``cursor`` is the opaque ``next_cursor`` of the previous page."""
+        after = decode_cursor(cursor) if cursor else None
+        rows = await self.sql(lambda c: c.fetch(
+            "SELECT session_id, tenant, created_at, config FROM sessions WHERE tenant = $1"
+            " AND ($2::timestamptz IS NULL OR (created_at, session_id) < ($2, $3))"
+            " ORDER BY created_at DESC, session_id DESC LIMIT $4",
+            tenant, after[0] if after else None, after[1] if after else "", limit + 1))
+        page = [SessionRow(r["session_id"], r["tenant"], r["created_at"], dict(r["config"] or {}))
+                for r in rows[:limit]]
+        next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
+        return page, next_cursor
+
+    # --- Temporal -----------------------------------------------------------------------
+
+    async def handle(self, session_id: str) -> WorkflowHandle:
+        return (await self.client()).get_workflow_handle(session_id)
+
+    async def temporal(self, session_id: str, action: str, call: Callable[[WorkflowHandle], Awaitable[T]],
+                       timeout: float = UPDATE_TIMEOUT) -> T:
+        """Run ``call`` on the session's workflow handle, translating every Temporal failure."""
+        handle = await self.handle(session_id)
+        try:
+            return await asyncio.wait_for(call(handle), timeout)
+        except Exception as exc:
+            raise from_temporal(exc, session_id, action) from None
+
+
+def encode_cursor(row: SessionRow) -> str:
+    raw = json.dumps([row.created_at.isoformat(), row.session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        created, session_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        return datetime.fromisoformat(created), str(session_id)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise ApiError(400, "bad_cursor", "cursor is not one this API returned (use next_cursor as is)") from None

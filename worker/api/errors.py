@@ -1,0 +1,144 @@
+"""One error shape for every failure the API reports, and the mapping of Temporal errors.
+
+Every 4xx/5xx body is ``{"error": {"code": ..., "message": ..., "details": [...]}}``.
+Temporal's own errors are translated here so that no malformed input ever surfaces
+as a 500: an unknown workflow is 404, a rejected update is 400/409 with the
+validator's message, an unreachable service is 503, a session that does not answer
+in time is 504.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.client import (
+    RPCTimeoutOrCancelledError,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.store import StoreUnavailable
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorInfo
+
+
+class ApiError(Exception):
+    """An error with its HTTP status; raised anywhere, rendered by the app's handler."""
+
+    def __init__(self, status: int, code: str, message: str, *, details: list[dict[str, Any]] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
+
+    def body(self) -> dict[str, Any]:
+        return ErrorResponse(error=ErrorInfo(code=self.code, message=self.message, details=self.details)).model_dump(
+            exclude_none=True
+        )
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def session_not_found(session_id: str) -> ApiError:
+    return not_found(f"session {session_id!r}")
+
+
+# Words in a validator's message that mean "the session is in the wrong state for this"
+# (409) rather than "this input is wrong" (400).
+_CONFLICT_WORDS = re.compile(
+    r"\b(closed|already|still active|is active|an episode is active|not active|ended|finished|busy|in progress|"
+    r"is running|external mode|hosted mode|not open)\b",
+    re.IGNORECASE,
+)
+# Temporal's message for an update or query name the workflow has no handler for.
+_NO_HANDLER = re.compile(r"(handler for .* (expected but )?not found|unknown (update|query)|"
+                         r"no (update|query) handler)", re.IGNORECASE)
+
+
+def _root_message(error: BaseException) -> tuple[str, str | None]:
+    """The innermost application failure's message and type."""
+    cause: BaseException | None = error
+    found: tuple[str, str | None] | None = None
+    for _ in range(20):  # a cause chain is short; never loop on a cycle
+        if cause is None:
+            break
+        if isinstance(cause, ApplicationError):
+            found = (cause.message, cause.type)
+        elif isinstance(cause, FailureError) and found is None:
+            found = (cause.message, None)
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    if found is None:
+        return str(error), None
+    return found
+
+
+def rejected(message: str, type_: str | None = None) -> ApiError:
+    """A rejected update: 409 when the session's state is the problem, else 400."""
+    if _NO_HANDLER.search(message):
+        return ApiError(409, "unsupported", f"this session's workflow does not support that operation: {message}")
+    status, code = (409, "conflict") if _CONFLICT_WORDS.search(message) or type_ in ("Conflict", "SessionClosed") \
+        else (400, "rejected")
+    return ApiError(status, code, message)
+
+
+def from_temporal(error: BaseException, session_id: str, action: str) -> ApiError:
+    """Translate an exception raised by a Temporal client call on a session."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, (asyncio.TimeoutError, TimeoutError, RPCTimeoutOrCancelledError,
+                          WorkflowUpdateRPCTimeoutOrCancelledError)):
+        return ApiError(504, "timeout", f"could not {action}: session {session_id!r} did not answer in time "
+                                        "(is a worker polling its task queue?)")
+    if isinstance(error, WorkflowUpdateFailedError):
+        message, type_ = _root_message(error)
+        return rejected(message, type_)
+    if isinstance(error, WorkflowQueryRejectedError):
+        return ApiError(409, "conflict", f"could not {action}: session {session_id!r} has ended")
+    if isinstance(error, WorkflowQueryFailedError):
+        message = str(error)
+        if "still starting" in message:
+            return ApiError(503, "starting", f"session {session_id!r} is still starting; retry shortly",
+                            headers={"Retry-After": "1"})
+        if _NO_HANDLER.search(message):
+            return ApiError(409, "unsupported", f"could not {action}: this session's workflow does not support it "
+                                                f"({message})")
+        return ApiError(409, "query_failed", f"could not {action}: {message}")
+    if isinstance(error, RPCError):
+        if error.status == RPCStatusCode.NOT_FOUND:
+            if "already completed" in error.message or "already finished" in error.message:
+                return ApiError(409, "session_ended", f"could not {action}: session {session_id!r} has ended")
+            return session_not_found(session_id)
+        if error.status == RPCStatusCode.INVALID_ARGUMENT:
+            return ApiError(400, "rejected", f"could not {action}: {error.message}")
+        if error.status in (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.ALREADY_EXISTS):
+            return ApiError(409, "conflict", f"could not {action}: {error.message}")
+        if error.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+            return ApiError(429, "busy", f"could not {action}: {error.message}", headers={"Retry-After": "1"})
+        if error.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            return ApiError(504, "timeout", f"could not {action}: session {session_id!r} did not answer in time")
+        return ApiError(503, "temporal_unavailable", f"could not {action}: Temporal said {error.message}")
+    if isinstance(error, StoreUnavailable):
+        return ApiError(503, "postgres_unavailable", str(error))
+    if isinstance(error, (ConnectionError, OSError)):
+        return ApiError(503, "unavailable", f"could not {action}: {type(error).__name__}: {error}")
+    raise error

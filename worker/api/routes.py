@@ -1,0 +1,583 @@
+"""The ``/v1`` endpoints. Every one needs a tenant's bearer token (checked by the guard
+middleware before anything else); a session belongs to the tenant that created it and
+is 404 for every other tenant, with everything under it."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path as FilePath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import ValidationError
+
+from activities.items import load_items
+from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, StoreError
+from activities.tokens import count_message_tokens, count_tool_definitions
+from activities.tool_specs import tool_specs
+from worker.api.auth import bearer_scheme
+from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
+from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found
+from worker.api.schemas import (
+    OBS_PATTERN,
+    AppendItemsIn,
+    AppendItemsOut,
+    CancelRequest,
+    CancelResult,
+    CondenseIn,
+    CondenseOut,
+    EpisodeAck,
+    EpisodeBeginIn,
+    EpisodeEndIn,
+    EpisodeList,
+    EpisodeOut,
+    EventOut,
+    EventPage,
+    ItemContentOut,
+    MessageAccepted,
+    MessageIn,
+    ObservationOut,
+    PlanEntryOut,
+    PreparedRequestOut,
+    SessionCreate,
+    SessionCreated,
+    SessionInfo,
+    SessionList,
+    SessionSummary,
+    WorkflowInfo,
+)
+from worker.sessions import new_session_id, start_session
+from workflows.context.observations import observation_address
+from workflows.context.planner import PlanEntry
+from workflows.context.render import render_messages
+from workflows.context.report import ContextReport
+from workflows.messages import (
+    INLINE_TEXT_LIMIT,
+    AppendItemsRequest,
+    CondenseRequest,
+    CondenseResult,
+    EpisodeBegin,
+    EpisodeEnd,
+    ExternalItem,
+    ExternalToolCall,
+    PreparedRequest,
+    ReplaySpec,
+    SessionConfig,
+    SessionStatus,
+    SubmitRequest,
+    SubmitResult,
+    submit_text_problem,
+)
+from workflows.session import SessionWorkflow
+
+log = logging.getLogger("lanes.api")
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+ITEM_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$"
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,200}")
+STREAM_POLL_SECONDS = 0.5
+STREAM_KEEPALIVE_SECONDS = 15.0
+MAX_ITEM_VIEW_CHARS = 1_000_000
+
+_ERR = {"model": ErrorResponse}
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {**_ERR, "description": "rejected input (the message says why)"},
+    401: {**_ERR, "description": "missing or invalid bearer token"},
+    404: {**_ERR, "description": "no such session for this tenant (or no such item under it)"},
+    409: {**_ERR, "description": "the session's state does not allow this now"},
+    413: {**_ERR, "description": "request body too large"},
+    422: {**_ERR, "description": "malformed request (the message names the field)"},
+    429: {**_ERR, "description": "Temporal is busy; retry"},
+    503: {**_ERR, "description": "Temporal or PostgreSQL unreachable, or the session is still starting"},
+    504: {**_ERR, "description": "the session did not answer in time (no worker?)"},
+}
+
+router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)
+
+SessionId = Annotated[str, Path(pattern=SESSION_ID_PATTERN, min_length=1, max_length=64,
+                                description="session id (as returned by POST /v1/sessions)")]
+
+
+# --- dependencies --------------------------------------------------------------------------
+
+
+def backend(request: Request) -> Backend:
+    return request.app.state.backend
+
+
+def tenant(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None,
+                                                    Depends(bearer_scheme)]) -> str:
+    """The request's tenant. The guard middleware already authenticated the request; this
+    dependency repeats the check (cheap) so that a route mounted without the guard is safe."""
+    known = getattr(request.state, "tenant", None)
+    return known if known is not None else request.app.state.auth(credentials)
+
+
+Tenant = Annotated[str, Depends(tenant)]
+Be = Annotated[Backend, Depends(backend)]
+
+
+async def owned(session_id: SessionId, tenant: Tenant, be: Be) -> SessionRow:
+    return await be.owned_session(session_id, tenant)
+
+
+Owned = Annotated[SessionRow, Depends(owned)]
+
+
+def _require_mode(row: SessionRow, wanted: str, action: str) -> None:
+    mode = row.config.get("mode")
+    if mode is not None and mode != wanted:
+        hint = ("send messages with POST /v1/sessions/{id}/messages" if mode == "hosted"
+                else "append items with POST /v1/sessions/{id}/items and read GET /v1/sessions/{id}/request")
+        raise ApiError(409, "wrong_mode", f"session {row.session_id!r} is in {mode} mode: {action} needs "
+                                          f"{wanted} mode ({hint})")
+
+
+# --- sessions ----------------------------------------------------------------------------
+
+
+def _session_config(body: SessionCreate, session_id: str, tenant: str, request: Request) -> SessionConfig:
+    settings = request.app.state.settings
+    fields = SessionConfig.model_fields
+    values: dict[str, Any] = {
+        "session_id": session_id,
+        "tenant": tenant,
+        "model": body.model or settings.model,
+        "context_window": body.context_window or settings.context_window,
+        "max_output_tokens": body.max_output_tokens or settings.max_output_tokens,
+        "budget_tokens": body.budget_tokens,
+    }
+    if body.system_prompt is not None:
+        values["system_prompt"] = body.system_prompt
+    if body.max_turns_per_task is not None:
+        values["max_turns_per_task"] = body.max_turns_per_task
+    if body.tools is not None:
+        if "tools" in fields:
+            values["tools"] = body.tools
+        elif body.tools != "workspace":
+            raise ApiError(400, "unsupported", f"tools mode {body.tools!r} is not supported by this server's "
+                                               "session workflow yet (only 'workspace')")
+    if "mode" in fields:
+        values["mode"] = body.mode
+    if body.compaction is not None:
+        if "compaction" not in fields:
+            raise ApiError(400, "unsupported", "this server's session workflow has no compaction settings")
+        values["compaction"] = body.compaction.model_dump(exclude_none=True)
+    if body.replay is not None:
+        if not request.app.state.allow_replay:
+            raise ApiError(400, "replay_disabled", "replay sessions are disabled on this server "
+                                                   "(a development setting: LANES_API_ALLOW_REPLAY=1)")
+        if body.mode != "hosted":
+            raise ApiError(400, "rejected", "a replay drives the hosted agent loop: use mode 'hosted'")
+        if not FilePath(body.replay.trajectory_path).is_file():
+            raise ApiError(400, "rejected", f"replay trajectory {body.replay.trajectory_path!r} is not a file")
+        values["replay"] = ReplaySpec(**body.replay.model_dump())
+    try:
+        return SessionConfig(**values)
+    except ValidationError as exc:  # the schema above should have caught it; say what, never 500
+        raise ApiError(422, "invalid", f"session configuration rejected: {exc.errors()[0]['msg']}") from None
+
+
+def _row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
+    """What the sessions table keeps about the session (small; never the whole prompt)."""
+    return {
+        "mode": body.mode,
+        "model": config.model,
+        "context_window": config.context_window,
+        "max_output_tokens": config.max_output_tokens,
+        "budget_tokens": config.budget_tokens,
+        "tools": body.tools or "workspace",
+        "max_turns_per_task": config.max_turns_per_task,
+        "llm_compaction": bool(body.compaction and body.compaction.enabled),
+        "replay": config.replay is not None,
+        "system_prompt_preview": config.system_prompt[:200],
+        "system_prompt_chars": len(config.system_prompt),
+        "created_by": "api",
+    }
+
+
+@router.post("/sessions", status_code=201, response_model=SessionCreated, tags=["sessions"],
+             summary="Create a session (hosted or external-agent mode)")
+async def create_session(request: Request, response: Response, tenant: Tenant, be: Be,
+                         body: Annotated[SessionCreate | None, Body()] = None) -> SessionCreated:
+    body = body or SessionCreate()
+    session_id = new_session_id("ses")
+    config = _session_config(body, session_id, tenant, request)
+    row_config = _row_config(body, config)
+    client = await be.client()  # reachable before anything is written
+    created = await be.create_session_row(session_id, tenant, row_config)
+    try:
+        await asyncio.wait_for(start_session(client, config, request.app.state.settings.task_queue), 30)
+    except Exception as exc:
+        await be.delete_session_row(session_id, tenant)
+        raise from_temporal(exc, session_id, "start the session") from None
+    response.headers["Location"] = f"/v1/sessions/{session_id}"
+    return SessionCreated(session_id=session_id, mode=body.mode, created_at=created, config=row_config)
+
+
+@router.get("/sessions", response_model=SessionList, tags=["sessions"], summary="The tenant's sessions, newest first")
+async def list_sessions(tenant: Tenant, be: Be,
+                        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                        cursor: Annotated[str | None, Query(min_length=1, max_length=500)] = None) -> SessionList:
+    rows, next_cursor = await be.list_sessions(tenant, limit, cursor)
+    return SessionList(
+        sessions=[SessionSummary(session_id=r.session_id, mode=r.mode, created_at=r.created_at, config=r.config)
+                  for r in rows],
+        next_cursor=next_cursor,
+    )
+
+
+@router.get("/sessions/{session_id}", response_model=SessionInfo, tags=["sessions"],
+            summary="A session: its configuration, workflow state and task status")
+async def get_session(row: Owned, be: Be) -> SessionInfo:
+    info = SessionInfo(session_id=row.session_id, mode=row.mode, created_at=row.created_at, config=row.config)
+    described = await be.temporal(row.session_id, "describe the session", lambda h: h.describe(), QUERY_TIMEOUT)
+    info.workflow = WorkflowInfo(
+        status=described.status.name if described.status is not None else "UNKNOWN",
+        start_time=described.start_time, close_time=described.close_time,
+        history_length=described.history_length,
+    )
+    try:
+        info.status = await be.temporal(row.session_id, "report its status",
+                                        lambda h: h.query(SessionWorkflow.status), QUERY_TIMEOUT)
+    except ApiError as exc:
+        info.status_error = exc.message
+    return info
+
+
+@router.post("/sessions/{session_id}/cancel", response_model=CancelResult, tags=["sessions"],
+             summary="Close the session (after its queued tasks) or terminate it now")
+async def cancel_session(row: Owned, be: Be, tenant: Tenant,
+                         body: Annotated[CancelRequest | None, Body()] = None) -> CancelResult:
+    body = body or CancelRequest()
+    sid = row.session_id
+    described = await be.temporal(sid, "describe the session", lambda h: h.describe(), QUERY_TIMEOUT)
+    if described.status is not None and described.status.name != "RUNNING":
+        return CancelResult(session_id=sid, action="none", workflow_status=described.status.name)
+    if body.action == "terminate":
+        reason = body.reason or f"terminated through the API by tenant {tenant}"
+        await be.temporal(sid, "terminate the session", lambda h: h.terminate(reason=reason))
+    else:
+        await be.temporal(sid, "close the session", lambda h: h.signal(SessionWorkflow.close))
+    described = await be.temporal(sid, "describe the session", lambda h: h.describe(), QUERY_TIMEOUT)
+    return CancelResult(session_id=sid, action=body.action,
+                        workflow_status=described.status.name if described.status is not None else None)
+
+
+# --- hosted mode ---------------------------------------------------------------------------
+
+
+@router.post("/sessions/{session_id}/messages", status_code=202, response_model=MessageAccepted, tags=["hosted"],
+             summary="Send a user message: it becomes a task the hosted agent loop runs")
+async def send_message(row: Owned, be: Be, body: MessageIn) -> MessageAccepted:
+    _require_mode(row, "hosted", "sending messages")
+    problem = submit_text_problem(body.text)
+    if problem is not None:
+        raise ApiError(400, "rejected", f"message rejected: {problem}")
+    result: SubmitResult = await be.temporal(
+        row.session_id, "accept the message",
+        lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text)))
+    return MessageAccepted(session_id=row.session_id, task_id=result.task_id)
+
+
+# --- external-agent mode -------------------------------------------------------------------
+
+
+def _obs_id(session_id: str, key: str | None, index: int) -> str:
+    if key is None:
+        return f"obs-{session_id}-ext-{uuid.uuid4().hex}"
+    return f"obs-{session_id}-ext-{hashlib.sha256(f'{key}:{index}'.encode()).hexdigest()[:32]}"
+
+
+@router.post("/sessions/{session_id}/items", response_model=AppendItemsOut, tags=["external"],
+             summary="Append items your agent produced (user, assistant with tool calls, tool results, notes...)")
+async def append_items(row: Owned, be: Be, body: AppendItemsIn,
+                       idempotency_key: Annotated[str | None, Header(max_length=200)] = None) -> AppendItemsOut:
+    _require_mode(row, "external", "appending items")
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        raise ApiError(400, "rejected", "Idempotency-Key must be 1-200 printable ASCII characters without spaces")
+    sid = row.session_id
+    store = await be.store()
+    items: list[ExternalItem] = []
+    stored: list[str] = []
+    for index, item in enumerate(body.items):
+        text = item.text if item.text is not None else ""
+        content_ref = None
+        if len(text) > INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
+            content_ref = _obs_id(sid, idempotency_key, index)
+            try:
+                await store.put_observation(sid, content_ref, "pending", text)
+            except StoreError as exc:
+                raise ApiError(503, "postgres_unavailable", f"could not store item {index}: {exc}") from None
+            stored.append(content_ref)
+            text = None
+        items.append(ExternalItem(
+            kind=item.kind, role=item.role, text=text, content_ref=content_ref,
+            tool_calls=[ExternalToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in item.tool_calls],
+            tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code,
+        ))
+    update_id = None if idempotency_key is None else \
+        f"append-{hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]}"
+    result = await be.temporal(
+        sid, "append the items",
+        lambda h: h.execute_update(SessionWorkflow.append_items, AppendItemsRequest(items=items), id=update_id))
+    return AppendItemsOut(session_id=sid, item_ids=result.item_ids, stored_observations=stored)
+
+
+def _count_messages(messages: list[dict], tools: list[dict], model: str) -> tuple[list[int], int]:
+    return [count_message_tokens(m, model) for m in messages], count_tool_definitions(tools, model)
+
+
+@router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
+            summary="The exact messages to send next (compacting first when needed)")
+async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
+    _require_mode(row, "external", "reading the next request")
+    sid = row.session_id
+    prepared: PreparedRequest = await be.temporal(
+        sid, "prepare the next request", lambda h: h.execute_update(SessionWorkflow.prepare_request))
+    store = await be.store()
+    try:
+        items, contents = await load_items(store, sid, [item_id for item_id, _ in prepared.entries])
+    except LookupError as exc:
+        raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
+    plan = [PlanEntry(item_id=item_id, projection=projection, tokens=0) for item_id, projection in prepared.entries]
+    messages = render_messages(plan, items, contents, prepared.preview_chars)
+    try:
+        tools = tool_specs(prepared.tools)
+    except ValueError as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    prefix = render_messages(plan[: prepared.stable_prefix_entries], items, contents, prepared.preview_chars)
+    stable = 0
+    while stable < min(len(prefix), len(messages)) and prefix[stable] == messages[stable]:
+        stable += 1
+    counts, tool_tokens = await asyncio.to_thread(_count_messages, messages, tools, prepared.model)
+    return PreparedRequestOut(
+        session_id=sid, model=prepared.model, messages=messages, tools=tools,
+        token_estimate=sum(counts) + tool_tokens, plan_tokens=prepared.total_tokens, budget=prepared.budget,
+        fits=prepared.fits, reason=prepared.reason, stable_prefix_entries=prepared.stable_prefix_entries,
+        stable_prefix_messages=stable, stable_prefix_tokens=sum(counts[:stable]),
+        entries=[PlanEntryOut(item_id=item_id, projection=projection.value)
+                 for item_id, projection in prepared.entries],
+    )
+
+
+@router.post("/sessions/{session_id}/episodes", status_code=201, response_model=EpisodeAck, tags=["external"],
+             summary="Begin an episode (exploration, or action naming the explorations it depends on)")
+async def begin_episode(row: Owned, be: Be, body: EpisodeBeginIn) -> EpisodeAck:
+    request = EpisodeBegin(episode_id=body.episode_id, kind=body.kind, goal=body.goal, depends_on=body.depends_on)
+    result = await be.temporal(row.session_id, "begin the episode",
+                               lambda h: h.execute_update(SessionWorkflow.begin_episode, request))
+    return EpisodeAck(session_id=row.session_id, episode_id=body.episode_id, state="begun", result=_plain(result))
+
+
+@router.post("/sessions/{session_id}/episodes/{episode_id}/end", response_model=EpisodeAck, tags=["external"],
+             summary="End an episode (an exploration needs a concise conclusion)")
+async def end_episode(row: Owned, be: Be,
+                      episode_id: Annotated[str, Path(pattern=ITEM_ID_PATTERN, min_length=1, max_length=120)],
+                      body: Annotated[EpisodeEndIn | None, Body()] = None) -> EpisodeAck:
+    request = EpisodeEnd(episode_id=episode_id, conclusion=(body.conclusion if body else None))
+    result = await be.temporal(row.session_id, "end the episode",
+                               lambda h: h.execute_update(SessionWorkflow.end_episode, request))
+    return EpisodeAck(session_id=row.session_id, episode_id=episode_id, state="ended", result=_plain(result))
+
+
+@router.post("/sessions/{session_id}/condense", response_model=CondenseOut, tags=["external"],
+             summary="condense_context: replace old history by a bounded memory (deterministic)")
+async def condense(row: Owned, be: Be, body: CondenseIn) -> CondenseOut:
+    request = CondenseRequest(memory=body.memory.model_dump())
+    result: CondenseResult = await be.temporal(
+        row.session_id, "condense its context", lambda h: h.execute_update(SessionWorkflow.condense_context, request))
+    return CondenseOut(session_id=row.session_id, **result.model_dump())
+
+
+def _plain(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return value if isinstance(value, dict) else {"value": value}
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+@router.get("/sessions/{session_id}/context", response_model=ContextReport, tags=["inspect"],
+            summary="Every working-set item with state, projection, token cost and reason; totals and budget")
+async def get_context(row: Owned, be: Be) -> ContextReport:
+    return await be.temporal(row.session_id, "report its context",
+                             lambda h: h.query(SessionWorkflow.context), QUERY_TIMEOUT)
+
+
+@router.get("/sessions/{session_id}/status", response_model=SessionStatus, tags=["inspect"],
+            summary="Task status of the session (the workflow query)")
+async def get_status(row: Owned, be: Be) -> SessionStatus:
+    return await be.temporal(row.session_id, "report its status",
+                             lambda h: h.query(SessionWorkflow.status), QUERY_TIMEOUT)
+
+
+@router.get("/sessions/{session_id}/episodes", response_model=EpisodeList, tags=["inspect"],
+            summary="Episodes seen in the working set (active first)")
+async def list_episodes(row: Owned, be: Be) -> EpisodeList:
+    report: ContextReport = await be.temporal(row.session_id, "report its context",
+                                              lambda h: h.query(SessionWorkflow.context), QUERY_TIMEOUT)
+    return episodes_of(report)
+
+
+def episodes_of(report: ContextReport) -> EpisodeList:
+    """Episodes from the context report (the full records when the report carries them)."""
+    found: dict[str, EpisodeOut] = {}
+    for record in getattr(report, "episodes", None) or []:
+        data = record.model_dump(mode="json") if hasattr(record, "model_dump") else dict(record)
+        found[data["id"]] = EpisodeOut(
+            id=data["id"], kind=data.get("kind"), goal=data.get("goal"), depends_on=data.get("depends_on") or [],
+            status=data.get("status") or "unknown", conclusion=data.get("conclusion"))
+    active = list(report.active_episodes)
+    for episode_id in active:
+        found.setdefault(episode_id, EpisodeOut(id=episode_id, status="active"))
+    for item in report.items:
+        if item.episode:
+            episode = found.setdefault(item.episode, EpisodeOut(id=item.episode, status="inactive"))
+            episode.items += 1
+            episode.tokens += item.tokens
+    ordered = sorted(found.values(), key=lambda e: (e.id not in active, e.id))
+    return EpisodeList(episodes=ordered, active=active)
+
+
+@router.get("/sessions/{session_id}/items/{item_id}", response_model=ItemContentOut, tags=["inspect"],
+            summary="The exact stored content of one item")
+async def get_item(row: Owned, be: Be,
+                   item_id: Annotated[str, Path(pattern=ITEM_ID_PATTERN, min_length=1, max_length=200)],
+                   max_chars: Annotated[int, Query(ge=1, le=MAX_ITEM_VIEW_CHARS)] = 65_536) -> ItemContentOut:
+    store = await be.store()
+    rows = await store.get_items(row.session_id, [item_id])
+    found = rows.get(item_id)
+    if found is None:
+        raise not_found(f"item {item_id!r}")
+    content = found.content.get("content") or {}
+    text = str(content.get("text") or "")
+    return ItemContentOut(
+        item_id=found.item_id, lane=found.lane, seq=found.seq, kind=found.kind, role=found.role,
+        text=text[:max_chars], size_chars=len(text), truncated=len(text) > max_chars,
+        tool_calls=list(content.get("tool_calls") or []), tool_call_id=content.get("tool_call_id"),
+        tool_name=content.get("tool_name"), metadata=dict(found.content.get("meta") or {}),
+    )
+
+
+@router.get("/sessions/{session_id}/observations/{obs_id}", response_model=ObservationOut, tags=["inspect"],
+            summary="Exact recall: a slice [offset, offset+limit) of an observation, in characters")
+async def read_observation(
+    row: Owned, be: Be,
+    obs_id: Annotated[str, Path(pattern=OBS_PATTERN, min_length=5, max_length=300,
+                                description="obs-... (the part after observation://)")],
+    offset: Annotated[int, Query(ge=0, le=2**31 - 1, description="first character (0-based)")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_RECALL_CHARS,
+                                description=f"characters to read (at most {MAX_RECALL_CHARS})")] = DEFAULT_RECALL_CHARS,
+) -> ObservationOut:
+    store = await be.store()
+    try:
+        piece = await store.read_observation(row.session_id, obs_id, offset, limit)
+    except ObservationNotFound:
+        raise not_found(f"observation {obs_id!r}") from None
+    except ValueError as exc:
+        raise ApiError(422, "invalid", str(exc)) from None
+    return ObservationOut(session_id=row.session_id, obs_id=obs_id, address=observation_address(obs_id),
+                          offset=piece.offset, limit=piece.limit, text=piece.text, total_chars=piece.total_chars,
+                          next_offset=piece.next_offset, eof=piece.eof)
+
+
+@router.get("/sessions/{session_id}/events", response_model=EventPage, tags=["events"],
+            summary="The session's event log, oldest first, paged by event id")
+async def list_events(row: Owned, be: Be,
+                      after: Annotated[int, Query(ge=0, le=2**62, description="return events with id > after")] = 0,
+                      limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> EventPage:
+    store = await be.store()
+    events = await store.list_events(row.session_id, after, limit + 1)
+    page = events[:limit]
+    return EventPage(events=[EventOut(**e.model_dump(exclude={"session_id"})) for e in page],
+                     next_after=page[-1].id if page else after, has_more=len(events) > limit)
+
+
+SSE_EVENT_SCHEMA = {  # one server-sent event (OpenAPI 3.1: the schema of a stream describes each event)
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {"type": "string", "contentMediaType": "application/json"},
+        "event": {"type": "string"},
+        "id": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+
+
+def _sse(event_id: int | None, name: str | None, data: Any) -> bytes:
+    lines = []
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    if name:
+        lines.append(f"event: {name}")
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    lines.append(f"data: {text}")
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+@router.get("/sessions/{session_id}/events/stream", tags=["events"], response_class=StreamingResponse,
+            summary="Server-sent events: the event log as it grows (polls PostgreSQL)",
+            responses={200: {"description": "an event stream; each event's data is one event of the log "
+                                            "(EventOut) as JSON, its id the event id",
+                             "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}}}})
+async def stream_events(
+    request: Request, row: Owned, be: Be,
+    after: Annotated[int, Query(ge=0, le=2**62, description="start after this event id")] = 0,
+    timeout: Annotated[float | None, Query(gt=0, le=86_400,
+                                           description="close the stream after this many seconds")] = None,
+    last_event_id: Annotated[str | None, Header(pattern=r"^[0-9]{1,18}$",
+                                                description="resume after this event id (sent by "
+                                                            "EventSource on reconnect)")] = None,
+) -> StreamingResponse:
+    if last_event_id is not None:
+        after = max(after, int(last_event_id))
+    store = await be.store()
+    sid = row.session_id
+    loop = asyncio.get_running_loop()
+
+    async def produce() -> AsyncIterator[bytes]:
+        cursor = after
+        deadline = None if timeout is None else loop.time() + timeout
+        last_sent = loop.time()
+        yield b"retry: 2000\n\n"
+        while True:
+            try:
+                events = await store.list_events(sid, cursor, 500)
+            except StoreError as exc:  # PostgreSQL away for a while: say so, keep trying
+                yield _sse(None, "error", {"message": str(exc)})
+                events = []
+            except Exception as exc:  # the response has started: end the stream cleanly, with a reason
+                log.exception("event stream of %s failed", sid)
+                yield _sse(None, "error", {"message": f"the stream failed: {type(exc).__name__}"})
+                return
+            for event in events:
+                cursor = event.id
+                yield _sse(event.id, None, EventOut(**event.model_dump(exclude={"session_id"})).model_dump(mode="json"))
+                last_sent = loop.time()
+            if events and len(events) == 500:
+                continue
+            now = loop.time()
+            if deadline is not None and now >= deadline:
+                return
+            if now - last_sent >= STREAM_KEEPALIVE_SECONDS:
+                yield b": keep-alive\n\n"
+                last_sent = now
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(STREAM_POLL_SECONDS if deadline is None else min(STREAM_POLL_SECONDS, deadline - now))
+
+    return StreamingResponse(produce(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

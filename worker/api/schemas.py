@@ -1,0 +1,295 @@
+"""Request and response bodies of the HTTP API (pydantic only: the Python client imports
+these without FastAPI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.messages import MAX_SUBMIT_CHARS, SessionStatus
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+OBS_PATTERN = r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$"
+MAX_ITEM_CHARS = 1_000_000  # one appended item; the request body limit applies on top
+MAX_PROMPT_CHARS = 100_000
+
+Mode = Literal["hosted", "external"]
+ToolsMode = Literal["workspace", "recall", "none"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- sessions --------------------------------------------------------------------------
+
+
+class ReplayIn(Strict):
+    """Drive a hosted session from a recorded trajectory (servers started with replay allowed only)."""
+
+    trajectory_path: str = Field(min_length=1, max_length=4096)
+    trajectory_id: str = Field(min_length=1, max_length=500)
+    model_base_url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://")
+
+
+class CompactionIn(Strict):
+    """LLM condensation before the deterministic fallback (the worker's condenser endpoint)."""
+
+    enabled: bool = False
+    condenser_model: str | None = Field(None, min_length=1, max_length=200,
+                                        description="default: the worker's LANES_CONDENSER_MODEL")
+
+
+class SessionCreate(Strict):
+    mode: Mode = Field("hosted", description="hosted: the worker runs the agent loop (POST /messages); "
+                                             "external: your agent runs it (POST /items, GET /request)")
+    model: str | None = Field(None, min_length=1, max_length=200, description="default: LANES_MODEL")
+    context_window: int | None = Field(None, ge=1024, le=10_000_000, description="default: LANES_CONTEXT_WINDOW")
+    max_output_tokens: int | None = Field(None, ge=1, le=1_000_000, description="default: LANES_MAX_OUTPUT_TOKENS")
+    budget_tokens: int | None = Field(None, ge=256, le=10_000_000,
+                                      description="working-set budget (default: the usable input window)")
+    tools: ToolsMode | None = Field(None, description="tools mode: workspace tools, recall only, or none")
+    system_prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS)
+    max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
+    compaction: CompactionIn | None = None
+    replay: ReplayIn | None = None
+
+
+class SessionCreated(BaseModel):
+    session_id: str
+    mode: str
+    created_at: datetime | None = None
+    config: dict[str, Any]
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    mode: str
+    created_at: datetime
+    config: dict[str, Any]
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummary]
+    next_cursor: str | None = None
+
+
+class WorkflowInfo(BaseModel):
+    status: str  # RUNNING / COMPLETED / TERMINATED / ...
+    start_time: datetime | None = None
+    close_time: datetime | None = None
+    history_length: int = 0
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    mode: str
+    created_at: datetime
+    config: dict[str, Any]
+    workflow: WorkflowInfo | None = None
+    status: SessionStatus | None = None
+    status_error: str | None = None
+
+
+class CancelRequest(Strict):
+    action: Literal["close", "terminate"] = Field(
+        "close", description="close: finish once queued tasks are done; terminate: stop now (with a reason)"
+    )
+    reason: str | None = Field(None, min_length=1, max_length=1000)
+
+
+class CancelResult(BaseModel):
+    session_id: str
+    action: str
+    workflow_status: str | None = None
+
+
+# --- hosted mode -----------------------------------------------------------------------
+
+
+class MessageIn(Strict):
+    text: str = Field(min_length=1, max_length=MAX_SUBMIT_CHARS)
+
+
+class MessageAccepted(BaseModel):
+    session_id: str
+    task_id: str
+
+
+# --- external-agent mode -----------------------------------------------------------------
+
+
+class ToolCallIn(Strict):
+    id: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200)
+    arguments: str = Field("{}", max_length=MAX_ITEM_CHARS)
+
+
+class ItemIn(Strict):
+    """One item your agent appends: a user message, its own answer (with tool calls), a tool
+    result, a note or decision. Large text is stored in PostgreSQL first and passed by reference."""
+
+    kind: str = Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_]*$",
+                      description="user / assistant / tool_result / note / decision / ...")
+    role: Literal["system", "user", "assistant", "tool"] | None = Field(None, description="default: from kind")
+    text: str | None = Field(None, max_length=MAX_ITEM_CHARS)
+    tool_calls: list[ToolCallIn] = Field(default_factory=list, max_length=64)
+    tool_call_id: str | None = Field(None, min_length=1, max_length=200)
+    tool_name: str | None = Field(None, min_length=1, max_length=200)
+    exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
+
+
+class AppendItemsIn(Strict):
+    items: list[ItemIn] = Field(min_length=1, max_length=100)
+
+
+class AppendItemsOut(BaseModel):
+    session_id: str
+    item_ids: list[str]
+    stored_observations: list[str] = Field(default_factory=list)  # large texts stored by reference
+
+
+class EpisodeBeginIn(Strict):
+    episode_id: str = Field(min_length=1, max_length=120, pattern=ID_PATTERN)
+    kind: Literal["exploration", "action"]
+    goal: str = Field(min_length=1, max_length=2_000)
+    depends_on: list[Annotated[str, Field(min_length=1, max_length=120)]] = Field(default_factory=list,
+                                                                                  max_length=50)
+
+
+class EpisodeEndIn(Strict):
+    conclusion: str | None = Field(None, min_length=1, max_length=4_000)
+
+
+class EpisodeAck(BaseModel):
+    session_id: str
+    episode_id: str
+    state: str  # begun / ended
+    result: dict[str, Any] | None = None  # what the workflow answered, when anything
+
+
+MemoryEntry = Annotated[str, Field(max_length=8_000)]
+
+
+class MemoryIn(Strict):
+    """The memory JSON of ``condense_context`` (references: observation:// or workspace-relative paths)."""
+
+    completed_work: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+    strategies_and_outcomes: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+    environment_changes: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+    constraints: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+    open_questions: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+    references: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+
+
+class CondenseIn(Strict):
+    memory: MemoryIn
+
+
+class CondenseOut(BaseModel):
+    session_id: str
+    status: str  # accepted / rejected / no-op
+    reason: str = ""
+    memory_id: str | None = None
+    archived: int = 0
+
+
+class PlanEntryOut(BaseModel):
+    item_id: str
+    projection: str
+
+
+class PreparedRequestOut(BaseModel):
+    """The exact request to send next: messages materialised from PostgreSQL."""
+
+    session_id: str
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]  # the session's tool definitions (OpenAI function form)
+    token_estimate: int  # tiktoken count of messages + tool definitions
+    plan_tokens: int  # the engine's conversation tokens for this plan
+    budget: int
+    fits: bool
+    reason: str = ""
+    stable_prefix_entries: int  # plan entries laid out at the last layout change
+    stable_prefix_messages: int  # leading messages byte-identical until the next compaction
+    stable_prefix_tokens: int
+    entries: list[PlanEntryOut]
+
+
+# --- reads -------------------------------------------------------------------------------
+
+
+class ItemContentOut(BaseModel):
+    item_id: str
+    lane: str
+    seq: int
+    kind: str
+    role: str
+    text: str
+    size_chars: int
+    truncated: bool
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ObservationOut(BaseModel):
+    session_id: str
+    obs_id: str
+    address: str
+    offset: int
+    limit: int
+    text: str
+    total_chars: int
+    next_offset: int | None
+    eof: bool
+
+
+class EventOut(BaseModel):
+    id: int
+    lane: str
+    seq: int
+    event_id: str
+    kind: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class EventPage(BaseModel):
+    events: list[EventOut]
+    next_after: int  # pass as ?after= for the next page
+    has_more: bool
+
+
+class EpisodeOut(BaseModel):
+    id: str
+    kind: str | None = None
+    goal: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    status: str  # active / completed / abandoned / archived / unknown
+    conclusion: str | None = None
+    items: int = 0  # working-set items tagged with it
+    tokens: int = 0
+
+
+class EpisodeList(BaseModel):
+    episodes: list[EpisodeOut]
+    active: list[str]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Check(BaseModel):
+    ok: bool
+    detail: str = ""
+
+
+class Readiness(BaseModel):
+    status: str  # ok / unavailable
+    checks: dict[str, Check]
