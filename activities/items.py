@@ -91,6 +91,15 @@ async def store_item(store: Store, session_id: str, lane: str, item: Item, conte
     return stored[0]
 
 
+async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:
+    """The item an earlier attempt already stored, its event log entry completed (that
+    attempt may have died between the two writes); None when it was never stored."""
+    done = await load_item(store, session_id, item_id)
+    if done is not None:
+        await store.append_events(session_id, [item_event(done[0], lane)])
+    return done
+
+
 async def load_item(store: Store, session_id: str, item_id: str) -> tuple[Item, ItemContent] | None:
     rows = await store.get_items(session_id, [item_id])
     row = rows.get(item_id)

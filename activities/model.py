@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.heartbeat import heartbeating
-from activities.items import finish_item, load_item, load_items, store_item
+from activities.items import finish_item, load_items, store_item, stored_item
 from activities.plans import materialize_plan
 from activities.runtime import get_runtime
 from activities.tokens import count_message_tokens, count_tool_definitions
@@ -129,7 +129,7 @@ def _result(item: Item, content: ItemContent, finish_reason: str | None, request
 async def call_model(inp: ModelCallInput) -> ModelCallResult:
     runtime = await get_runtime()
     store = runtime.store
-    done = await load_item(store, inp.session_id, inp.response_item_id)
+    done = await stored_item(store, inp.session_id, inp.lane, inp.response_item_id)
     if done is not None:  # an earlier attempt stored the answer, then its result was lost
         item, content = done
         return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)

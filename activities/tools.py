@@ -15,7 +15,7 @@ from temporalio import activity
 
 from activities import metrics
 from activities.heartbeat import heartbeating
-from activities.items import finish_item, load_item, store_item
+from activities.items import finish_item, load_item, store_item, stored_item
 from activities.runtime import get_runtime
 from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, Store
 from activities.trajectories import ToolResultRec, load_trajectory, recorded_outputs
@@ -95,7 +95,7 @@ async def _execute(inp: ToolRunInput, store: Store, arguments: str, workspace_ro
 async def run_tool(inp: ToolRunInput) -> ToolRunResult:
     runtime = await get_runtime()
     store = runtime.store
-    done = await load_item(store, inp.session_id, inp.result_item_id)
+    done = await stored_item(store, inp.session_id, inp.lane, inp.result_item_id)
     if done is not None:  # already ran; never run a side-effecting tool twice
         item, content = done
         mark = None

@@ -59,7 +59,6 @@ def test_required_sections_are_there(readme):
                   "stuck session", "poisoned workflow", "postgresql (context lanes' database) is down",
                   "model provider is down", "worker versioning", "patched()", "keda", "helm"):
         assert topic in lowered, topic
-    assert readme.count("TO BE MEASURED") >= 3, "sizing placeholders the lead fills from the demo"
 
 
 def test_every_compose_and_k8s_file_is_mentioned(readme):

@@ -1,0 +1,68 @@
+"""Fixtures for tests of worker processes: settings, the replay model, worker spawning.
+
+Every worker here is a real ``python -m worker.worker`` process on a task queue of its
+own test (no in-process worker polls it), so a test decides which processes exist.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from activities.trajectories import Trajectory, load_trajectory
+from tests.workers.support import SHORT_TRAJECTORY, WorkerProcess
+from worker.replay_model import ReplayModelServer
+from worker.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def short_trajectory() -> Trajectory:
+    if not SHORT_TRAJECTORY.exists():
+        pytest.fail(f"recorded trajectory {SHORT_TRAJECTORY} is missing (../shared/data)")
+    return load_trajectory(SHORT_TRAJECTORY)
+
+
+@pytest.fixture(scope="session")
+def workers_replay_server(short_trajectory: Trajectory) -> Iterator[ReplayModelServer]:
+    server = ReplayModelServer([short_trajectory]).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def replay_server(workers_replay_server: ReplayModelServer) -> Iterator[ReplayModelServer]:
+    """The session's replay server, with no fault armed before or after the test."""
+    workers_replay_server.set_faults("none")
+    yield workers_replay_server
+    workers_replay_server.set_faults("none")
+
+
+@pytest.fixture
+def queue_settings(database_url: str, temporal_address: str, stack_dir: Path) -> Settings:
+    """Settings with a fresh task queue: only this test's worker processes poll it."""
+    return Settings(
+        temporal_address=temporal_address,
+        database_url=database_url,
+        task_queue=f"lanes-workers-{uuid.uuid4().hex[:8]}",
+        data_dir=stack_dir / "data",
+    )
+
+
+@pytest.fixture
+def spawn(queue_settings: Settings, stack_dir: Path, request: pytest.FixtureRequest) -> Iterator:
+    """``spawn(name, **env)`` starts a worker process on the test's queue; all are
+    stopped (SIGKILL after a grace) at the end of the test."""
+    started: list[WorkerProcess] = []
+
+    def spawn_worker(name: str, **env: str) -> WorkerProcess:
+        log = stack_dir / "logs" / f"{request.node.name}-{name}.log"
+        proc = WorkerProcess.start(queue_settings, log, env)
+        started.append(proc)
+        return proc
+
+    yield spawn_worker
+    for proc in started:
+        proc.kill()
