@@ -209,3 +209,27 @@ def test_lanes_api_serves_with_a_generated_token(api_settings, tmp_path):
         output, _ = server.communicate(timeout=30)
     assert server.returncode == 0, output
     assert token_file.read_text().strip() not in output  # the token is never printed
+
+
+def test_events_follow_shows_a_compaction_as_it_happens(env, trajectory, replay):
+    """``lanes events --follow`` is started before the task: what it prints arrives live."""
+    import asyncio
+
+    sid = asyncio.run(_new_hosted(env, trajectory, replay))
+    follower = subprocess.Popen(lanes_command("events", sid, "--follow", "--timeout", "60", "--json"), env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        sent = lanes(env, "send", sid, trajectory.task, "--wait")
+        assert sent.returncode == 0, sent.stderr
+        seen: list[dict] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(e["kind"].startswith("context.compaction") for e in seen):
+            line = follower.stdout.readline()
+            if not line:
+                break
+            seen.append(json.loads(line))
+        assert any(e["kind"].startswith("context.compaction") for e in seen), [e["kind"] for e in seen][-10:]
+        assert any(e["kind"] == "item.added" for e in seen)
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.wait(10)

@@ -29,8 +29,9 @@ def condenser():
 
 
 def settings_for(condenser: CondenserServer, **overrides) -> CompactionSettings:
-    return CompactionSettings(enabled=True, condenser_model="condenser", condenser_base_url=condenser.base_url,
-                              condenser_window=64_000, timeout_seconds=5, **overrides)
+    values = {"enabled": True, "condenser_model": "condenser", "condenser_base_url": condenser.base_url,
+              "condenser_window": 64_000, "timeout_seconds": 5, **overrides}
+    return CompactionSettings(**values)
 
 
 async def condensation_events(store, session_id: str) -> list[str]:
@@ -104,4 +105,52 @@ async def test_result_of_a_lane_that_changed_meanwhile_is_discarded(temporal_cli
     assert "context.compaction.fallback" in kinds
     report = await sessions.context(handle)
     assert report.live_memory_id is None and prepared.fits
+    await handle.signal(SessionWorkflow.close)
+
+
+async def _external_session_over_the_trigger(temporal_client, settings, condenser) -> tuple:
+    session_id = sessions.new_session_id("cond")
+    handle = await sessions.start_session(
+        temporal_client,
+        SessionConfig(session_id=session_id, budget_tokens=3_000, compaction=settings_for(condenser, timeout_seconds=2)),
+        settings.task_queue,
+    )
+    items = [ExternalItem(kind="user", text="Fix the parser.")]
+    for n in range(12):
+        items.append(ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
+            {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]))
+        items.append(ExternalItem(kind="tool_result", tool_call_id=f"c{n}", tool_name="bash", exit_code=0,
+                                  text=f"line {n}\n" * 120))
+    await handle.execute_update(SessionWorkflow.append_items, AppendItemsRequest(items=items))
+    return session_id, handle
+
+
+@pytest.mark.parametrize(("script", "expected"), [
+    (["valid"], ["started", "succeeded"]),
+    (["invalid_json", "valid"], ["started", "retried", "succeeded"]),
+    (["invalid_json", "invalid_json"], ["started", "retried", "invalid"]),
+    (["schema", "schema"], ["started", "retried", "invalid"]),
+    (["oversized_memory", "oversized_memory"], ["started", "retried", "invalid"]),
+    ([{"mode": "http_429", "retry_after": 1}, "valid"], ["started", "succeeded"]),
+    (["http_500", "http_500"], ["started", "failed"]),
+    ([{"mode": "timeout", "delay": 4}, {"mode": "timeout", "delay": 4}], ["started", "failed"]),
+], ids=["valid", "invalid-then-valid", "invalid-json-twice", "schema-twice", "oversized-twice", "429-retry-after",
+        "http-500", "timeout"])
+async def test_each_condenser_answer_has_its_outcome_and_history_stays_exact(
+        script, expected, temporal_client, settings, condenser, store):
+    condenser.script(*script)
+    session_id, handle = await _external_session_over_the_trigger(temporal_client, settings, condenser)
+    before = await store.list_items(session_id, lane="main", limit=1_000)
+    prepared = await handle.execute_update(SessionWorkflow.prepare_request)
+    kinds = [k.removeprefix("context.condensation.") for k in await condensation_events(store, session_id)
+             if k.startswith("context.condensation")]
+    assert kinds == expected
+    compactions = [k for k in await condensation_events(store, session_id) if k.startswith("context.compaction")]
+    assert compactions == (["context.compaction.llm"] if expected[-1] == "succeeded" else ["context.compaction.fallback"])
+    # the lane's stored items are byte for byte what was appended: only generated items are new
+    after = await store.list_items(session_id, lane="main", limit=1_000)
+    assert [r.model_dump() for r in after] == [r.model_dump() for r in before]
+    report = await sessions.context(handle)
+    assert (report.live_memory_id is not None) == (expected[-1] == "succeeded")
+    assert prepared.fits
     await handle.signal(SessionWorkflow.close)
