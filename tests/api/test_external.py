@@ -196,7 +196,12 @@ async def test_episodes_and_condensation(client_a, api_stack):
         await client_a.begin_episode(sid, "fix", "action", "edit", depends_on=["no-such-episode"])
     assert raised.value.status == 400 and "no-such-episode" in raised.value.message
     await client_a.begin_episode(sid, "fix-auth", "action", "move validation", depends_on=["inspect-auth"])
-    assert (await client_a.episodes(sid)).active == ["fix-auth"]
+    graph = await client_a.episodes(sid)
+    assert graph.active == ["fix-auth"]
+    by_id = {e.id: e for e in graph.episodes}
+    assert by_id["fix-auth"].depends_on == ["inspect-auth"] and by_id["fix-auth"].kind == "action"
+    assert by_id["inspect-auth"].status == "completed"
+    assert by_id["inspect-auth"].conclusion == "JWT validation runs before route dispatch"
     await client_a.end_episode(sid, "fix-auth")
     with pytest.raises(LanesAPIError) as raised:
         await client_a.end_episode(sid, "fix-auth")

@@ -432,13 +432,12 @@ async def list_episodes(row: Owned, be: Be) -> EpisodeList:
 
 
 def episodes_of(report: ContextReport) -> EpisodeList:
-    """Episodes from the context report (the full records when the report carries them)."""
-    found: dict[str, EpisodeOut] = {}
-    for record in getattr(report, "episodes", None) or []:
-        data = record.model_dump(mode="json") if hasattr(record, "model_dump") else dict(record)
-        found[data["id"]] = EpisodeOut(
-            id=data["id"], kind=data.get("kind"), goal=data.get("goal"), depends_on=data.get("depends_on") or [],
-            status=data.get("status") or "unknown", conclusion=data.get("conclusion"))
+    """Episodes from the context report, with the working-set items and tokens of each."""
+    found: dict[str, EpisodeOut] = {
+        e.id: EpisodeOut(id=e.id, kind=e.kind.value, goal=e.goal, depends_on=list(e.depends_on),
+                         status=e.status.value, conclusion=e.conclusion)
+        for e in report.episodes
+    }
     active = list(report.active_episodes)
     for episode_id in active:
         found.setdefault(episode_id, EpisodeOut(id=episode_id, status="active"))

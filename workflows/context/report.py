@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from .budget import budget, capability_tokens, cost, pressure, working_set_tokens
+from .episodes import Episode
 from .items import Projection
 from .ledger import ContextState, Counters
 
@@ -52,6 +53,7 @@ class ContextReport(BaseModel):
     checkpoint_id: str | None
     archived_range: tuple[int, int] | None  # seq range covered by the checkpoint
     active_episodes: list[str]
+    episodes: list[Episode]  # every episode with its kind, goal, dependencies, status and conclusion
     current_task: str | None
     generation: int
     layout_epoch: int
@@ -94,6 +96,7 @@ def build_report(state: ContextState) -> ContextReport:
         checkpoint_id=state.checkpoint_id,
         archived_range=archived_range,
         active_episodes=list(state.active_episodes),
+        episodes=[e.model_copy() for e in state.episodes.values()],
         current_task=state.current_task,
         generation=state.generation,
         layout_epoch=state.layout_epoch,
