@@ -81,19 +81,8 @@ async def test_failing_condenser_falls_back_and_the_loop_guard_stops_attempts(
 async def test_result_of_a_lane_that_changed_meanwhile_is_discarded(temporal_client, settings, condenser, store):
     """External mode: items arrive while a slow condensation runs; its memory is stale."""
     condenser.script({"mode": "slow", "delay": 3})
-    session_id = sessions.new_session_id("stale")
-    handle = await sessions.start_session(
-        temporal_client,
-        SessionConfig(session_id=session_id, budget_tokens=3_000, compaction=settings_for(condenser)),
-        settings.task_queue,
-    )
-    items = [ExternalItem(kind="user", text="Fix the parser.")]
-    for n in range(12):
-        items.append(ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
-            {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]))
-        items.append(ExternalItem(kind="tool_result", tool_call_id=f"c{n}", tool_name="bash", exit_code=0,
-                                  text=f"line {n}\n" * 120))
-    await handle.execute_update(SessionWorkflow.append_items, AppendItemsRequest(items=items))
+    session_id, handle = await _external_session_over_the_trigger(temporal_client, settings, condenser,
+                                                                  timeout_seconds=5)
     prepare = asyncio.create_task(handle.execute_update(SessionWorkflow.prepare_request))
     while len(condenser.requests) == 0:  # the condenser is working
         await asyncio.sleep(0.05)
@@ -108,13 +97,12 @@ async def test_result_of_a_lane_that_changed_meanwhile_is_discarded(temporal_cli
     await handle.signal(SessionWorkflow.close)
 
 
-async def _external_session_over_the_trigger(temporal_client, settings, condenser) -> tuple:
+async def _external_session_over_the_trigger(temporal_client, settings, condenser, timeout_seconds: float = 2) -> tuple:
+    """An external-agent session whose appended items are over 80 % of its budget."""
     session_id = sessions.new_session_id("cond")
-    handle = await sessions.start_session(
-        temporal_client,
-        SessionConfig(session_id=session_id, budget_tokens=3_000, compaction=settings_for(condenser, timeout_seconds=2)),
-        settings.task_queue,
-    )
+    config = SessionConfig(session_id=session_id, budget_tokens=3_000,
+                           compaction=settings_for(condenser, timeout_seconds=timeout_seconds))
+    handle = await sessions.start_session(temporal_client, config, settings.task_queue)
     items = [ExternalItem(kind="user", text="Fix the parser.")]
     for n in range(12):
         items.append(ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
