@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
@@ -67,14 +68,14 @@ class WorkerProcess:
         self.proc = self._spawn()
 
 
-async def run_demo(args: argparse.Namespace, stack: Stack, console: Console) -> dict:
+async def run_demo(args: argparse.Namespace, stack: Stack, temporal_address: str, console: Console) -> dict:
     settings = get_settings()
     trajectory = load_trajectory(args.trajectory)
     worker = WorkerProcess(stack)
     server = ReplayModelServer([trajectory]).start()
     store = await Store.open(stack.dsn)
     try:
-        client = await connect(settings.model_copy(update={"temporal_address": stack.temporal_address}))
+        client = await connect(settings.model_copy(update={"temporal_address": temporal_address}))
         session_id = sessions.new_session_id("demo")
         config = sessions.replay_session_config(session_id, trajectory, args.trajectory, server.base_url,
                                                 budget_tokens=args.budget)
@@ -108,7 +109,7 @@ async def run_demo(args: argparse.Namespace, stack: Stack, console: Console) -> 
             "compactions": report.compactions,
             "budget": report.budget,
             "history_bytes": await sessions.history_bytes(handle),
-            "temporal_address": stack.temporal_address,
+            "temporal_address": temporal_address,
         }
     finally:
         server.stop()
@@ -148,9 +149,13 @@ def main(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace, console: Console, data_dir: Path) -> int:
-    with Stack(data_dir) as stack:
-        console.print(f"stack up: temporal {stack.temporal_address}, data in {data_dir}")
-        summary = asyncio.run(run_demo(args, stack, console))
+    # Use what is already running: a Temporal server at TEMPORAL_ADDRESS, PostgreSQL at
+    # DATABASE_URL (the stack honours it); start the rest.
+    running_temporal = os.environ.get("TEMPORAL_ADDRESS", "").strip()
+    with Stack(data_dir, temporal=not running_temporal) as stack:
+        temporal_address = running_temporal or stack.temporal_address
+        console.print(f"stack up: temporal {temporal_address}, data in {data_dir}")
+        summary = asyncio.run(run_demo(args, stack, temporal_address, console))
         if args.json:
             print(json.dumps(summary))
         else:
