@@ -142,19 +142,19 @@ class Lane:
             return False
         if (self.data.condensation_failures >= settings.max_consecutive_failures
                 and source.source_tokens < self.data.condensation_blocked_below):
-            await self._event("context.condensation.skipped", {
+            await self.log_event("context.condensation.skipped", {
                 "reason": "loop guard", "failures": self.data.condensation_failures,
                 "source_tokens": source.source_tokens, "retry_at_tokens": self.data.condensation_blocked_below})
             return False
         if not source.fits:
-            await self._event("context.condensation.oversized", {"source_tokens": source.source_tokens,
+            await self.log_event("context.condensation.oversized", {"source_tokens": source.source_tokens,
                                                                 "reason": source.reason})
             return False
-        await self._event("context.condensation.started", {"source_tokens": source.source_tokens,
+        await self.log_event("context.condensation.started", {"source_tokens": source.source_tokens,
                                                           "items": len(source.item_ids)})
         outcome = await self._condensation_outcome(settings, source)
         if outcome is not None and outcome.attempts > 1:
-            await self._event("context.condensation.retried", {"attempts": outcome.attempts, "errors": outcome.errors})
+            await self.log_event("context.condensation.retried", {"attempts": outcome.attempts, "errors": outcome.errors})
         if outcome is None or outcome.status != "succeeded":
             status = "failed" if outcome is None else outcome.status
             await self._condensation_failed(settings, source.source_tokens, status,
@@ -166,13 +166,13 @@ class Lane:
         )
         if isinstance(planned, Rejection):
             if planned.status == "stale":  # the lane changed while the condenser ran
-                await self._event("context.condensation.discarded", {"reason": planned.reason})
+                await self.log_event("context.condensation.discarded", {"reason": planned.reason})
             else:
                 await self._condensation_failed(settings, source.source_tokens, "invalid", [planned.reason])
             return False
         result = await self.apply(planned)
         self.data.condensation_failures = 0
-        await self._event("context.condensation.succeeded", {
+        await self.log_event("context.condensation.succeeded", {
             "memory_id": self.state.memory_id, "memory_tokens": outcome.memory_tokens,
             "archived": len(result.archived), "latency_ms": outcome.latency_ms})
         return True
@@ -206,10 +206,10 @@ class Lane:
         self.data.condensation_failures += 1
         if self.data.condensation_failures >= settings.max_consecutive_failures:
             self.data.condensation_blocked_below = source_tokens + settings.retry_after_growth_tokens
-        await self._event(f"context.condensation.{status}", {
+        await self.log_event(f"context.condensation.{status}", {
             "errors": errors[:5], "consecutive_failures": self.data.condensation_failures})
 
-    async def _event(self, kind: str, payload: dict) -> None:
+    async def log_event(self, kind: str, payload: dict) -> None:
         await calls.record_events(self.data.session_id, [event(kind, payload, self.next_event_seq(), self.event_lane)])
 
     async def apply(self, plan: CompactionPlan, measured: dict[str, int] | None = None) -> ApplyResult:
@@ -252,7 +252,7 @@ class Lane:
         )
 
     async def _condense_refused(self, rejection: Rejection) -> CondenseResult:
-        await self._event(f"context.condense.{rejection.status}", {"reason": rejection.reason})
+        await self.log_event(f"context.condense.{rejection.status}", {"reason": rejection.reason})
         return CondenseResult(status=rejection.status, reason=rejection.reason)
 
 

@@ -125,7 +125,7 @@ class SessionWorkflow:
         async with lane.lock:
             for item in request.items:
                 if item.kind == Kind.USER.value:
-                    self._begin_external_task()
+                    await self._begin_external_task()
             added = await lane.add_external(request.items)
         return AppendItemsResult(item_ids=[i.id for i in added])
 
@@ -294,15 +294,34 @@ class SessionWorkflow:
         self.next_task += 1
         return task_id
 
-    def _begin_external_task(self) -> None:
+    async def _begin_external_task(self) -> None:
         """In external mode each user message starts a task (ending the previous one)."""
-        state = self._lane().state
+        lane = self._lane()
+        state = lane.state
         if self.external_task is not None and state.current_task == self.external_task:
             engine.end_task(state, self.external_task)
             self.tasks[self.external_task].state = "completed"
+        await self._recover(lane)
         self.external_task = self._new_task_id()
         self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
         engine.begin_task(state, self.external_task)
+
+    async def _recover(self, lane: Lane) -> None:
+        """Before admitting a task: repair stale lane ownership (a task that still owns the
+        lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
+        open episodes, and log ``context.recovery.completed`` with the repair counts."""
+        stale = lane.state.current_task
+        if stale is None:
+            return
+        ended = engine.end_task(lane.state, stale, abandoned=True)
+        if stale in self.tasks and self.tasks[stale].state == "running":
+            self.tasks[stale].state = "failed"
+            self.tasks[stale].error = "abandoned by recovery: another task was admitted while it owned the lane"
+        if self.external_task == stale:
+            self.external_task = None
+        await lane.log_event("context.recovery.completed", {
+            "stale_lane_owners": 1, "episodes_closed": len(ended.abandoned_episodes),
+            "child_lanes_abandoned": 0, "child_lanes_failed": 0, "task": stale})
 
     def _tools(self) -> list[str]:
         return REPLAY_TOOLS if self.config.replay is not None else WORKSPACE_TOOLS
@@ -316,6 +335,7 @@ class SessionWorkflow:
         status.state = "running"
         if text is not None:
             async with lane.lock:
+                await self._recover(lane)
                 engine.begin_task(lane.state, task_id)
                 await lane.add_text(text, kind=Kind.USER, role="user", task_id=task_id)
         try:

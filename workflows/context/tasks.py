@@ -42,11 +42,12 @@ def begin_task(state: ContextState, task_id: str, exhaustive: bool = False) -> N
     state.generation += 1
 
 
-def end_task(state: ContextState, task_id: str) -> TaskEnd:
-    """End the current task (refused, unchanged, while an exhaustive task has unread ranges)."""
+def end_task(state: ContextState, task_id: str, abandoned: bool = False) -> TaskEnd:
+    """End the current task (refused, unchanged, while an exhaustive task has unread ranges,
+    unless recovery is abandoning a task whose owner is gone)."""
     if state.current_task != task_id:
         raise TaskError(f"task {task_id!r} is not the current task (current: {state.current_task!r})")
-    if state.task_exhaustive:
+    if state.task_exhaustive and not abandoned:
         unread = {obs: unread_ranges(state, obs) for obs in state.required_coverage}
         unread = {obs: ranges for obs, ranges in unread.items() if ranges}
         if unread:
