@@ -23,7 +23,8 @@ import uuid
 from pathlib import Path
 
 from activities.store import close_stores
-from activities.trajectories import dump_trajectory, load_trajectory, synthetic_trajectory
+from activities.synthetic_trajectory import synthetic_trajectory
+from activities.trajectories import dump_trajectory, load_trajectory
 from worker import sessions
 from worker.offline_replay import iter_requests, lane_batches
 from worker.replay_model import ReplayModelServer

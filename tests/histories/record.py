@@ -20,7 +20,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from activities.trajectories import dump_trajectory, load_trajectory, synthetic_trajectory
+from activities.synthetic_trajectory import synthetic_trajectory
+from activities.trajectories import dump_trajectory, load_trajectory
 from tests.integration.support import LONG_TRAJECTORY, replay_config_for
 from activities.store import close_stores
 from worker import sessions

@@ -11,7 +11,8 @@ import asyncio
 
 import pytest
 
-from activities.trajectories import dump_trajectory, load_trajectory, synthetic_trajectory
+from activities.synthetic_trajectory import synthetic_trajectory
+from activities.trajectories import dump_trajectory, load_trajectory
 from tests.integration.support import replay_config_for
 from worker import sessions
 from worker.offline_replay import iter_requests, lane_batches

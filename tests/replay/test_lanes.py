@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.trajectories import load_trajectory, synthetic_trajectory
+from activities.synthetic_trajectory import synthetic_trajectory
+from activities.trajectories import load_trajectory
 from tests.replay.helpers import ROOT, require_data, sample_files, tiny_trajectory
 from worker import offline_replay
 from worker.offline_replay import LaneInput, iter_requests, lane_batches

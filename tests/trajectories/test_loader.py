@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from activities.synthetic_trajectory import synthetic_trajectory
 from activities.trajectories import (
     FORMAT_CLAUDE_CODE,
     FORMAT_MSWEA_1,
@@ -20,7 +21,6 @@ from activities.trajectories import (
     iter_trajectories,
     load_trajectory,
     recorded_outputs,
-    synthetic_trajectory,
     trajectory_files,
 )
 

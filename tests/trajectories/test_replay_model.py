@@ -16,7 +16,8 @@ import httpx
 import openai
 import pytest
 
-from activities.trajectories import Trajectory, load_trajectory, synthetic_trajectory
+from activities.synthetic_trajectory import synthetic_trajectory
+from activities.trajectories import Trajectory, load_trajectory
 from worker.replay_model import (
     REPLAY_FINISHED_TEXT,
     REQUEST_LOG_SIZE,
