@@ -15,7 +15,7 @@ def test_request_only_grows_at_its_end_between_compactions():
     sim = Sim(budget_override=6_000)
     sim.system()
     sim.user("go")
-    previous, epoch, checked = None, None, 0
+    previous, previous_messages, epoch, checked = None, None, None, 0
     for n in range(120):
         sim.exchange(f"cat f{n}.py", big(700 + (n * 53) % 4_000, str(n)), text=f"step {n}")
         if n % 17 == 5:
@@ -27,8 +27,8 @@ def test_request_only_grows_at_its_end_between_compactions():
         assert plan.fits
         if previous is not None and plan.layout_epoch == epoch:
             assert _ids(plan)[: len(previous)] == previous
-            messages, prev_messages = sim.messages(plan), previous_messages
-            assert messages[: len(prev_messages)] == prev_messages
+            messages = sim.messages(plan)
+            assert messages[: len(previous_messages)] == previous_messages
             checked += 1
         previous, epoch, previous_messages = _ids(plan), plan.layout_epoch, sim.messages(plan)
     assert checked > 60 and sim.state.counters.compactions > 5

@@ -53,7 +53,6 @@ class Driver(Sim):
 
     # --- operations ------------------------------------------------------------------------
     def op_exchange(self, command, size, prose, exit_code, text_protocol):
-        arguments = json.dumps({"command": command})
         if text_protocol:
             self.assistant(big(prose, "p") + f"\n```bash\n{command}\n```")
             self.tool("", big(size, "o"), arguments=command, exit_code=exit_code, role="user")

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from tests.condense.condenser_server import CondenserServer
-from tests.integration.support import replay_config, run_replayed_session
+from tests.integration.support import run_replayed_session
 from worker import sessions
 from workflows.messages import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
