@@ -59,12 +59,6 @@ CONDENSE_TOOL = "condense_context"
 OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
 
-class PendingTask:
-    def __init__(self, task_id: str, text: str) -> None:
-        self.task_id = task_id
-        self.text = text
-
-
 @workflow.defn(name="SessionWorkflow")
 class SessionWorkflow:
     @workflow.init
@@ -73,7 +67,7 @@ class SessionWorkflow:
         self.next_task = 0
         self.turns = 0
         self.closed = False
-        self.pending: list[PendingTask] = []  # submitted text waits here only until its task starts
+        self.pending: list[PendingTaskRecord] = []  # submitted text waits here only until its task starts
         self.tasks: dict[str, TaskStatus] = {}
         self.lane: Lane | None = None
         self.external_task: str | None = None
@@ -86,7 +80,7 @@ class SessionWorkflow:
     @workflow.update
     async def submit(self, request: SubmitRequest) -> SubmitResult:
         task_id = self._new_task_id()
-        self.pending.append(PendingTask(task_id, request.text))
+        self.pending.append(PendingTaskRecord(task_id=task_id, text=request.text))
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="queued")
         return SubmitResult(task_id=task_id)
 
@@ -216,7 +210,7 @@ class SessionWorkflow:
             turns=self.turns,
             runs=self.runs + 1,
             tasks=[t for t in self.tasks.values() if t.task_id not in dropped],
-            pending=[PendingTaskRecord(task_id=p.task_id, text=p.text) for p in self.pending],
+            pending=[p.model_copy() for p in self.pending],
             running=running,
             external_task=self.external_task,
             closed=self.closed,
@@ -248,7 +242,7 @@ class SessionWorkflow:
         self.turns = checkpoint.turns
         self.runs = checkpoint.runs
         self.tasks = {t.task_id: t for t in checkpoint.tasks}
-        self.pending = [PendingTask(p.task_id, p.text) for p in checkpoint.pending] + self.pending
+        self.pending = checkpoint.pending + self.pending
         self.resume = checkpoint.running
         self.external_task = checkpoint.external_task
         self.closed = self.closed or checkpoint.closed
