@@ -26,11 +26,9 @@ small ``maximum_attempts`` and treats a final failure as ``failed`` (determinist
 
 from __future__ import annotations
 
-import email.utils
-import functools
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import openai
 from temporalio import activity
@@ -39,9 +37,9 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import load_items
-from activities.model import is_context_overflow
+from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.runtime import get_runtime
-from activities.tokens import MESSAGE_OVERHEAD_TOKENS, count_message_tokens, count_tokens
+from activities.tokens import count_message_tokens, count_text_message_tokens, count_tokens
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Projection, is_tool_output
 from workflows.context.memory import SECTIONS, MemoryDoc, memory_text, parse_memory, validate_memory
@@ -59,7 +57,6 @@ CONDENSATION_INPUT_ERROR = "CondensationInputError"  # no source / items not sto
 
 MAX_ANCHORS = 12  # DESIGN §7
 MAX_ATTEMPTS = 2  # one retry on invalid output (spec)
-RETRYABLE_STATUS = {408, 409, 429}
 _ECHO_CHARS = 4000  # previous invalid answer fed back on the retry, at most
 _ADDRESS = re.compile(r"observation://(obs-[A-Za-z0-9][A-Za-z0-9_.-]*)")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
@@ -142,8 +139,8 @@ def build_messages(inp: CondensationInput, items: dict[str, Item], contents: dic
 # --- validation -------------------------------------------------------------------------
 
 def measure_memory(text: str, model: str | None = None) -> int:
-    """Tokens of the memory item as the workflow measures it (``measure_texts``)."""
-    return MESSAGE_OVERHEAD_TOKENS + count_tokens(text, model)
+    """Tokens of the memory item, counted as the workflow's ``measure_texts`` counts it."""
+    return count_text_message_tokens(text, model)
 
 
 def _unfenced(raw: str) -> str:
@@ -176,29 +173,6 @@ def _feedback(errors: list[str], truncated: bool, max_tokens: int) -> str:
 
 # --- provider errors ------------------------------------------------------------------
 
-def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
-    headers = error.response.headers if error.response is not None else {}
-    if (ms := headers.get("retry-after-ms")) is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:  # an HTTP date
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
 def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> ApplicationError:
     """What Temporal should do about a provider error."""
     if isinstance(error, openai.APITimeoutError):
@@ -208,7 +182,7 @@ def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> Appli
         if 400 <= status < 500 and status not in RETRYABLE_STATUS:
             return ApplicationError(f"condenser rejected the request (HTTP {status}): {error.message}",
                                     type=CONDENSER_REJECTED, non_retryable=True)
-        retry_after = _retry_after_seconds(error)
+        retry_after = retry_after_seconds(error)
         if retry_after is not None and retry_after > max_retry_delay:
             return ApplicationError(
                 f"condenser busy (HTTP {status}); Retry-After {retry_after:.0f}s exceeds {max_retry_delay:.0f}s, "
@@ -222,11 +196,6 @@ def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> Appli
 def _is_context_overflow(error: openai.APIStatusError) -> bool:
     """HTTP 400 "context length exceeded" (the markers of the agent's model calls)."""
     return error.status_code == 400 and is_context_overflow(error)
-
-
-@functools.lru_cache(maxsize=8)
-def _client(base_url: str | None, api_key: str, timeout: float) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
 
 
 # --- the activity -----------------------------------------------------------------------
@@ -288,7 +257,7 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
             f"request {request_tokens} tokens (source {source_tokens}) + reserve {inp.reserve_tokens} "
             f"exceed the condenser window {inp.condenser_window}"])
 
-    client = _client(base_url, api_key, inp.timeout_seconds)
+    client = client_for(base_url, api_key, inp.timeout_seconds)
     errors: list[str] = []
     conversation = list(messages)
     for attempt in range(1, MAX_ATTEMPTS + 1):

@@ -16,7 +16,7 @@ from activities.store import CheckpointNotFound, EventRow, ObservationNotFound
 from activities.tools import read_whole
 from workflows.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
 from workflows.context.classify import classify_tool
-from activities.tokens import MESSAGE_OVERHEAD_TOKENS, count_tokens, count_tool_definitions
+from activities.tokens import count_text_message_tokens, count_tool_definitions
 from activities.tool_specs import tool_specs
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind
@@ -55,7 +55,7 @@ async def store_user_message(inp: StoreUserMessageInput) -> Item:
 @activity.defn(name="measure_texts")
 async def measure_texts(inp: MeasureTextsInput) -> dict[str, int]:
     """Token cost of texts the engine generated (checkpoint, summary), as full messages."""
-    return {key: MESSAGE_OVERHEAD_TOKENS + count_tokens(text, inp.model) for key, text in inp.texts.items()}
+    return {key: count_text_message_tokens(text, inp.model) for key, text in inp.texts.items()}
 
 
 @activity.defn(name="store_generated_items")

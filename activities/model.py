@@ -7,7 +7,7 @@ what can succeed later (timeouts, 408/409/429, 5xx, garbage) and nothing else.
 
 from __future__ import annotations
 
-import functools
+from datetime import timedelta
 
 import openai
 from temporalio import activity
@@ -17,6 +17,7 @@ from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import finish_item, load_items, store_item, stored_item
 from activities.plans import materialize_plan
+from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.runtime import get_runtime
 from activities.tokens import count_message_tokens, count_tool_definitions
 from activities.tool_specs import MAX_WORKFLOW_TOOL_ARGUMENTS, WORKFLOW_TOOLS, tool_specs
@@ -30,27 +31,6 @@ from workflows.messages import ModelCallInput, ModelCallResult, StoredItem, Tool
 CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
 MODEL_REQUEST_REJECTED = "ModelRequestRejected"
 MODEL_ANSWER_INVALID = "ModelAnswerInvalid"
-
-OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "prompt is too long",
-    "too many tokens",
-    "context window",
-)
-RETRYABLE_STATUS = {408, 409, 429}
-
-
-def is_context_overflow(error: openai.APIStatusError) -> bool:
-    code = getattr(error, "code", None) or ""
-    text = f"{code} {error.message}".lower()
-    return any(marker in text for marker in OVERFLOW_MARKERS)
-
-
-@functools.lru_cache(maxsize=8)
-def _client(base_url: str | None, api_key: str, timeout: float) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout)
-
 
 def map_provider_error(error: openai.APIError) -> ApplicationError:
     """Translate a provider error into what Temporal should do about it."""
@@ -68,27 +48,13 @@ def map_provider_error(error: openai.APIError) -> ApplicationError:
                 type=MODEL_REQUEST_REJECTED,
                 non_retryable=True,
             )
-        retry_after = _retry_after_seconds(error)
+        retry_after = retry_after_seconds(error)
         return ApplicationError(
             f"provider error HTTP {status}: {error.message}",
             type=f"ModelHTTP{status}",
-            next_retry_delay=None if retry_after is None else _seconds(retry_after),
+            next_retry_delay=None if retry_after is None else timedelta(seconds=retry_after),
         )
     return ApplicationError(f"model call failed: {type(error).__name__}: {error}", type="ModelUnavailable")
-
-
-def _retry_after_seconds(error: openai.APIStatusError) -> float | None:
-    value = error.response.headers.get("retry-after") if error.response is not None else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _seconds(value: float):
-    from datetime import timedelta
-
-    return timedelta(seconds=value)
 
 
 def _answer_content(response, response_seq: int) -> ItemContent:
@@ -142,11 +108,11 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
     request_tokens = sum(count_message_tokens(m, inp.model) for m in messages) + count_tool_definitions(tools, inp.model)
 
     if inp.replay is not None:
-        client = _client(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)
+        client = client_for(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)
         headers = {"X-Lanes-Trajectory": inp.replay.trajectory_id, "X-Lanes-Turn": str(inp.replay_turn)}
     else:
         key = runtime.settings.openai_api_key
-        client = _client(
+        client = client_for(
             runtime.settings.openai_base_url,
             key.get_secret_value() if key else "missing",
             runtime.settings.model_timeout_seconds,

@@ -36,6 +36,11 @@ def count_tokens(text: str, model: str | None = None) -> int:
     return len(encoding_for(model).encode(text, disallowed_special=()))
 
 
+def count_text_message_tokens(text: str, model: str | None = None) -> int:
+    """Tokens of a plain text message (generated checkpoint, summary, memory)."""
+    return MESSAGE_OVERHEAD_TOKENS + count_tokens(text, model)
+
+
 def count_message_tokens(message: dict, model: str | None = None) -> int:
     """Tokens one rendered chat message costs, content plus tool calls plus overhead."""
     total = MESSAGE_OVERHEAD_TOKENS

@@ -444,16 +444,6 @@ def _parse_mswea_1_1(obj: dict, traj_id: str, source: str) -> Trajectory:
 # --------------------------------------------------------------------------- claude code
 
 
-def _cc_tool_output(content: Any, where: str, source: str) -> str:
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    if isinstance(content, list):
-        return _text_of(content, where, source)
-    raise TrajectoryError(source, f"{where}: tool_result content is {type(content).__name__}")
-
-
 def _cc_exit_code(output: str, is_error: Any) -> int | None:
     if is_error is True:
         m = _CC_EXIT_RE.match(output)
@@ -522,7 +512,7 @@ def _parse_claude_code(events: list[Any], traj_id: str, source: str) -> Trajecto
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     bwhere = f"{where} content[{k}]"
                     call_id = str(_require(block, "tool_use_id", bwhere, source))
-                    output = _cc_tool_output(block.get("content"), bwhere, source)
+                    output = _text_of(block.get("content"), f"{bwhere} tool_result", source)
                     if call_id in owner:
                         turn, name = owner[call_id]
                     elif turns:
