@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
+from activities.trajectories import Trajectory
+from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.client import LanesClient
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
@@ -29,10 +30,7 @@ __all__ = [
 ]
 
 # 16 recorded tool-calling steps, 30 k characters of tool output (largest 10.6 k)
-TRAJECTORY = (
-    Path(DEFAULT_TRAJECTORY_ROOT)
-    / "mini-swe-agent-deepseek/deepseek_reasoner_dev/pvlib__pvlib-python-1707.traj.json.gz"
-)
+TRAJECTORY = SHORT_TRAJECTORY
 
 TENANT_A, TOKEN_A = "tenant-a", "token-tenant-a-0123456789"
 TENANT_B, TOKEN_B = "tenant-b", "token-tenant-b-9876543210"
@@ -164,9 +162,7 @@ async def client_b(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
 
 @pytest.fixture(scope="session")
 def trajectory() -> Trajectory:
-    if not TRAJECTORY.exists():
-        pytest.fail(f"recorded trajectory {TRAJECTORY} is missing (../shared/data)")
-    return load_trajectory(TRAJECTORY)
+    return load_recording(TRAJECTORY)
 
 
 @pytest.fixture(scope="session")

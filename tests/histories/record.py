@@ -22,7 +22,8 @@ from pathlib import Path
 
 from activities.synthetic_trajectory import synthetic_trajectory
 from activities.trajectories import dump_trajectory, load_trajectory
-from tests.integration.support import LONG_TRAJECTORY, replay_config_for
+from tests.integration.support import replay_config_for
+from tests.recordings import LONG_TRAJECTORY
 from activities.store import close_stores
 from worker import sessions
 from worker.replay_model import ReplayModelServer

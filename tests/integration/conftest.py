@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.trajectories import Trajectory, load_trajectory
+from activities.trajectories import Trajectory
 from tests.integration.scripted_model import ScriptedModel
-from tests.integration.support import LIVE_SCRIPT, LONG_TRAJECTORY
+from tests.integration.support import LIVE_SCRIPT
+from tests.recordings import LONG_TRAJECTORY, load_recording
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
 from worker.worker import build_worker
@@ -19,9 +20,7 @@ from worker.worker import build_worker
 
 @pytest.fixture(scope="session")
 def trajectory() -> Trajectory:
-    if not LONG_TRAJECTORY.exists():
-        pytest.fail(f"recorded trajectory {LONG_TRAJECTORY} is missing (../shared/data)")
-    return load_trajectory(LONG_TRAJECTORY)
+    return load_recording(LONG_TRAJECTORY)
 
 
 @pytest.fixture(scope="session")

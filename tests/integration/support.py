@@ -10,20 +10,16 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory
+from activities.trajectories import Trajectory
+from tests.integration.scripted_model import tool_call
+from tests.recordings import LONG_TRAJECTORY
 from worker import sessions
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
 from worker.stack import popen_group
-from tests.integration.scripted_model import tool_call
 from workflows.messages import SessionConfig
 
 REPO = Path(__file__).resolve().parents[2]
-# 53 recorded tool-calling steps, 40 k characters of tool output
-LONG_TRAJECTORY = (
-    Path(DEFAULT_TRAJECTORY_ROOT)
-    / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz"
-)
 
 # What the scripted live model does in a task: write, read, run, try to escape, answer.
 LIVE_SCRIPT = [

@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from activities.trajectories import Trajectory, load_trajectory
-from tests.workers.support import SHORT_TRAJECTORY, WorkerProcess
+from activities.trajectories import Trajectory
+from tests.recordings import SHORT_TRAJECTORY, load_recording
+from tests.workers.support import WorkerProcess
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
 
 
 @pytest.fixture(scope="session")
 def short_trajectory() -> Trajectory:
-    if not SHORT_TRAJECTORY.exists():
-        pytest.fail(f"recorded trajectory {SHORT_TRAJECTORY} is missing (../shared/data)")
-    return load_trajectory(SHORT_TRAJECTORY)
+    return load_recording(SHORT_TRAJECTORY)
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory, trajectory_files
-from tests.integration.support import LONG_TRAJECTORY, REPO
+from tests.integration.support import REPO
+from tests.recordings import LONG_TRAJECTORY
 from tests.workers.support import replay_config
 from worker import sessions
 from worker.replay_model import ReplayModelServer

@@ -20,8 +20,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, recorded_outputs
+from activities.trajectories import Trajectory, recorded_outputs
 from tests.integration.support import REPO, worker_env
+from tests.recordings import SHORT_TRAJECTORY
 from worker import sessions
 from worker.replay_model import ReplayModelServer
 from worker.settings import Settings
@@ -31,10 +32,6 @@ from workflows.messages import ReplaySpec, SessionConfig, SessionStatus
 
 # 16 recorded tool-calling steps, 30 k characters of tool output: short enough to run
 # several sessions per test
-SHORT_TRAJECTORY = (
-    Path(DEFAULT_TRAJECTORY_ROOT)
-    / "mini-swe-agent-deepseek/deepseek_reasoner_dev/pvlib__pvlib-python-1707.traj.json.gz"
-)
 READY_TIMEOUT = 60.0  # a worker's start on a loaded machine
 SESSION_TIMEOUT = 300.0
 
