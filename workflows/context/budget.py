@@ -62,8 +62,9 @@ def capability_tokens(state: ContextState) -> int:
 
 
 def budget(state: ContextState) -> int:
-    """Conversation budget: usable input − tool definitions − admitted capability context."""
-    return max(0, state.config.base_budget - capability_tokens(state))
+    """Conversation budget: usable input − tool definitions − admitted capability context −
+    the prefix a child lane shares with its parent."""
+    return max(0, state.config.base_budget - capability_tokens(state) - state.shared_tokens)
 
 
 def working_set_tokens(state: ContextState) -> int:

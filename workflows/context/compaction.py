@@ -103,7 +103,7 @@ def _replace_generated(
 ) -> None:
     """The one live item of kind ``key`` is replaced (never edited: ids are immutable content)."""
     state.counters.generated_items += 1
-    item_id = f"{key}-{state.counters.generated_items}"
+    item_id = f"{state.config.id_prefix}{key}-{state.counters.generated_items}"
     old_id = state.generated_id(key)
     if old_id is not None and old_id in state.items:
         _archive(state, state.items[old_id], f"{key}:replaced-by-{item_id}", result)

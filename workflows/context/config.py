@@ -24,6 +24,9 @@ class EngineConfig(BaseModel):
     capability_margin: int = 512
     unknown_model_ceiling: int = 8000
     condensation_reserve: int = 4096  # room the LLM condenser needs besides its source
+    # Prefix of the ids of generated items: a child lane stores them in its parent's session,
+    # so its "memory-3" must not collide with the parent's.
+    id_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_.-]*$", max_length=64)
 
     @property
     def usable_input(self) -> int:

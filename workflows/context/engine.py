@@ -27,9 +27,10 @@ from .config import EngineConfig
 from .content import ItemContent, ToolCall
 from .coverage import record_recall, require_observation, unread_ranges
 from .episodes import Episode, begin_episode, end_episode
+from .fork import fork_prefix, prefix_tokens
 from .errors import EngineError, EpisodeError, IncompleteCoverageError, TaskError
 from .items import Item, Kind, Lifecycle, Projection, ToolClass
-from .ledger import ContextState, add_item, new_state
+from .ledger import ContextState, SharedEntry, add_item, new_state
 from .memory import MemoryDoc, memory_text, parse_memory, validate_memory
 from .observations import ObservationRef, observation_address, parse_observation_uri
 from .plan import ApplyResult, CompactionPlan, Rejection
@@ -43,12 +44,12 @@ __all__ = [
     "Admission", "ApplyResult", "CompactionPlan", "CondensationSource", "ContextReport", "ContextState",
     "EngineConfig", "EngineError", "Episode", "EpisodeError", "IncompleteCoverageError", "Item", "ItemContent",
     "Kind", "Lifecycle", "MemoryDoc", "ObservationRef", "PlanEntry", "Projection", "Rejection", "RequestPlan",
-    "SkillStatus", "TaskEnd", "TaskError", "ToolCall", "ToolClass",
+    "SharedEntry", "SkillStatus", "TaskEnd", "TaskError", "ToolCall", "ToolClass",
     "add_item", "admit_capability", "admit_manual_skill", "apply_plan", "begin_episode", "begin_task",
     "budget", "build_report", "classify_command", "classify_tool", "condensation_source", "end_episode",
-    "end_step", "end_task", "estimate_tokens", "item_message", "known_observation_ids", "memory_text",
+    "end_step", "end_task", "estimate_tokens", "fork_prefix", "item_message", "known_observation_ids", "memory_text",
     "needs_compaction", "new_state", "next_ladder", "observation_address", "parse_memory",
-    "parse_observation_uri", "plan_condense", "plan_fallback", "plan_request", "pressure", "projection_text",
+    "parse_observation_uri", "plan_condense", "plan_fallback", "plan_request", "prefix_tokens", "pressure", "projection_text",
     "record_recall", "render_messages", "require_observation", "unread_ranges", "validate_memory",
     "working_set_tokens",
 ]

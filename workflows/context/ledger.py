@@ -35,6 +35,17 @@ class GeneratedRef(BaseModel):
     text_hash: str
 
 
+class SharedEntry(BaseModel):
+    """One message of the immutable prefix a child lane shares with its parent: an item of
+    the parent's lane, the projection the parent sent it with, and its token cost."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    item_id: str
+    projection: Projection
+    tokens: int = Field(ge=0)
+
+
 class Counters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -71,6 +82,10 @@ class ContextState(BaseModel):
     generation: int = 0  # bumped on every working-set change (stale-plan detection)
     layout_epoch: int = 0  # bumped whenever a request may stop extending the previous one
     counters: Counters = Field(default_factory=Counters)
+    # A child lane's requests start with its parent's prefix (see fork.py): never compacted
+    # here, charged against the budget like the tool definitions.
+    shared_prefix: list[SharedEntry] = Field(default_factory=list)
+    shared_tokens: int = 0
 
     def generated_id(self, kind: str) -> str | None:
         ref = self.generated.get(kind)
@@ -89,8 +104,10 @@ class ContextState(BaseModel):
         return self.generated_id(Kind.CHECKPOINT.value)
 
 
-def new_state(config: EngineConfig) -> ContextState:
-    return ContextState(config=config)
+def new_state(config: EngineConfig, shared_prefix: list[SharedEntry] | None = None) -> ContextState:
+    """An empty lane; a child lane starts with the prefix it shares with its parent."""
+    shared = list(shared_prefix or [])
+    return ContextState(config=config, shared_prefix=shared, shared_tokens=sum(e.tokens for e in shared))
 
 
 def add_item(state: ContextState, item: Item, arguments: str | None = None) -> Item:

@@ -41,7 +41,7 @@ class RequestPlan(BaseModel):
     stable_prefix_entries: int  # leading entries laid out at the last layout change
     layout_epoch: int  # same epoch: this request extends the previous one
     ladder: Projection
-    total_tokens: int  # conversation tokens: entries minus capability context
+    total_tokens: int  # conversation tokens: entries minus capability context and the shared prefix
     capability_tokens: int
     budget: int  # conversation budget (tool definitions and capability context already charged)
     fits: bool
@@ -53,9 +53,10 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
         raise ValueError(f"ladder must be full, reference or minimal-reference, got {ladder.value!r}")
     preview = state.config.effective_preview_chars
     newest = state.newest_group
-    entries: list[PlanEntry] = []
-    counts = [0, 0, 0, 0]  # stable, memory, history, step
-    prefix = 0
+    # a child lane's shared prefix comes first, exactly as its parent sent it
+    entries = [PlanEntry(item_id=e.item_id, projection=e.projection, tokens=e.tokens) for e in state.shared_prefix]
+    counts = [len(entries), 0, 0, 0]  # stable, memory, history, step
+    prefix = len(entries)
     conversation = capabilities = 0
     memory_end = state.stable_len + state.memory_len
     step = [i for i in state.items.values() if is_step_capability(i)]
@@ -107,7 +108,7 @@ def _why_not(state: ContextState, plan: RequestPlan, ladder: Projection, newest:
     """Name the protected items that keep the request over budget (largest first)."""
     protected = []
     active = set(state.active_episodes)
-    for entry in plan.entries:
+    for entry in plan.entries[len(state.shared_prefix):]:
         item = state.items[entry.item_id]
         if is_capability(item):
             continue

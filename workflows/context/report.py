@@ -43,6 +43,8 @@ class ContextReport(BaseModel):
     usable_input: int
     tool_definition_tokens: int
     capability_tokens: int
+    shared_prefix_entries: int  # a child lane: the parent's messages its requests start with
+    shared_prefix_tokens: int
     budget: int
     working_set_tokens: int
     pressure: float
@@ -86,6 +88,8 @@ def build_report(state: ContextState) -> ContextReport:
         usable_input=state.config.usable_input,
         tool_definition_tokens=state.config.tool_definition_tokens,
         capability_tokens=capability_tokens(state),
+        shared_prefix_entries=len(state.shared_prefix),
+        shared_prefix_tokens=state.shared_tokens,
         budget=budget(state),
         working_set_tokens=working_set_tokens(state),
         pressure=round(pressure(state), 4),
