@@ -396,6 +396,15 @@ class Store:
             " WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3", session_id, after_id, _check_limit(limit)))
         return [StoredEvent(**dict(r)) for r in rows]
 
+    async def lane_events(self, session_id: str, lanes: list[str], kinds: list[str] | None = None) -> list[StoredEvent]:
+        """Every event of ``lanes`` (optionally only these ``kinds``), by (lane, seq);
+        the primary key (session_id, lane, seq) serves the scan."""
+        rows = await self._run(lambda c: c.fetch(
+            "SELECT id, session_id, lane, seq, event_id, kind, payload, created_at FROM events"
+            " WHERE session_id = $1 AND lane = ANY($2::text[]) AND ($3::text[] IS NULL OR kind = ANY($3::text[]))"
+            " ORDER BY lane, seq", session_id, list(lanes), None if kinds is None else list(kinds)))
+        return [StoredEvent(**dict(r)) for r in rows]
+
     # --- observations ---------------------------------------------------------------
 
     async def put_observation(self, session_id: str, obs_id: str, item_id: str, text: str) -> ObservationMeta:

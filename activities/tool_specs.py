@@ -84,13 +84,71 @@ CONDENSE = {
     },
 }
 
+SPAWN_SUBAGENT = {
+    "type": "function",
+    "function": {
+        "name": "spawn_subagent",
+        "description": (
+            "Delegate a self-contained piece of work to a subagent. It starts from this conversation, "
+            "works with its own context budget and returns only a structured handoff (status, findings, "
+            "decisions, changed files, verification, unresolved issues, artifacts). Several calls in one "
+            "answer run concurrently."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "brief": {"type": "string", "description": "the task, with what done looks like"},
+                "tools": {"type": "array", "items": {"type": "string"},
+                          "description": "optional: the only tools the subagent may use"},
+            },
+            "required": ["brief"],
+        },
+    },
+}
+BEGIN_EPISODE = {
+    "type": "function",
+    "function": {
+        "name": "begin_episode",
+        "description": (
+            "Mark the start of a multi-step piece of work. An exploration gathers information and must "
+            "end with a conclusion; an action changes the environment and names the completed explorations "
+            "it depends on. Finished episodes can leave your context; their conclusions stay."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "episode_id": {"type": "string"},
+                "kind": {"type": "string", "enum": ["exploration", "action"]},
+                "goal": {"type": "string"},
+                "depends_on": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["episode_id", "kind", "goal"],
+        },
+    },
+}
+END_EPISODE = {
+    "type": "function",
+    "function": {
+        "name": "end_episode",
+        "description": "Mark the end of an episode; an exploration needs a concise conclusion.",
+        "parameters": {
+            "type": "object",
+            "properties": {"episode_id": {"type": "string"}, "conclusion": {"type": "string"}},
+            "required": ["episode_id"],
+        },
+    },
+}
+
 TOOL_SPECS: dict[str, dict] = {
-    spec["function"]["name"]: spec for spec in (RECALL, BASH, READ_FILE, WRITE_FILE, LIST_FILES, CONDENSE)
+    spec["function"]["name"]: spec
+    for spec in (RECALL, BASH, READ_FILE, WRITE_FILE, LIST_FILES, CONDENSE, SPAWN_SUBAGENT, BEGIN_EPISODE, END_EPISODE)
 }
 REPLAY_TOOLS = ["bash", "recall_observation"]
 WORKSPACE_TOOLS = ["read_file", "write_file", "list_files", "bash", "recall_observation", "condense_context"]
+EPISODE_TOOLS = ["begin_episode", "end_episode"]
+SPAWN_TOOL = "spawn_subagent"
 # Tools the workflow runs itself, deterministically (their arguments travel in the model result).
-WORKFLOW_TOOLS = frozenset({"condense_context"})
+WORKFLOW_TOOLS = frozenset({"condense_context", SPAWN_TOOL, *EPISODE_TOOLS})
 MAX_WORKFLOW_TOOL_ARGUMENTS = 32_000
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from workflows.context.items import Item, Projection
+from workflows.context.ledger import SharedEntry
+from workflows.handoff import Handoff
 
 MAX_SUBMIT_CHARS = 1_000_000  # larger input belongs in a file the agent reads
 
@@ -21,6 +23,9 @@ class ReplaySpec(BaseModel):
     trajectory_path: str
     trajectory_id: str
     model_base_url: str  # the replay model server (worker.replay_model) serving it
+    # What subagent lanes replay: the n-th lane spawned replays subagents[n % len]; a
+    # replayed session without recordings for its subagents cannot spawn any.
+    subagents: list[ReplaySpec] = Field(default_factory=list)
 
 
 class CompactionSettings(BaseModel):
@@ -39,6 +44,20 @@ class CompactionSettings(BaseModel):
     retry_after_growth_tokens: int = Field(2_000, ge=0)
 
 
+class SubagentSettings(BaseModel):
+    """Subagent lanes: child workflows started by the ``spawn_subagent`` tool or the API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False  # offer the spawn_subagent tool to the model
+    max_concurrent: int = Field(3, ge=1, le=50)  # running children; more wait (tool) or are refused (API)
+    max_turns: int = Field(100, ge=1, le=1_000)  # model turns of one child
+    budget_tokens: int | None = Field(None, gt=0)  # a child's working-set budget (default: the parent's)
+    # The most of a child's budget the parent's shared prefix may take; a larger request is
+    # shared as its stable and memory segments only.
+    max_prefix_share: float = Field(0.6, gt=0, lt=1)
+
+
 class SessionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -55,6 +74,19 @@ class SessionConfig(BaseModel):
     replay: ReplaySpec | None = None
     tool_definition_tokens: int = 0  # measured by the describe_tools activity at start
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)
+    # The tools offered to the model (None: the mode's default; see workflows.session.session_tools).
+    tools: list[str] | None = Field(default=None, max_length=30)
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: list[str] | None) -> list[str] | None:
+        from activities.tool_specs import TOOL_SPECS  # plain data; no I/O
+
+        unknown = [t for t in tools or [] if t not in TOOL_SPECS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOL_SPECS)}")
+        return tools
 
 
 class SessionInput(BaseModel):
@@ -364,3 +396,117 @@ class CondensationOutcome(BaseModel):
     request_tokens: int = 0  # the whole first request (system + anchors + memory + source)
     model: str = ""
     latency_ms: int = 0
+
+
+# --- subagent lanes (workflows/lane_workflow.py, workflows/subagents.py) ---------------
+
+LaneState_ = Literal["running", "completed", "blocked", "failed", "abandoned"]
+
+
+class SpawnRequest(BaseModel):
+    """Start a subagent: the ``spawn_subagent`` tool's arguments, or the API's body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    brief: str = Field(min_length=1, max_length=20_000)
+    tools: list[str] | None = Field(default=None, max_length=20)  # None: the parent's tools
+
+
+class SpawnResult(BaseModel):
+    lane: str
+    workflow_id: str
+
+
+class LaneConfig(BaseModel):
+    """What a child lane runs with (derived from its parent's session config)."""
+
+    model: str
+    context_window: int
+    max_output_tokens: int
+    budget_tokens: int | None
+    preview_chars: int  # the parent's, so the shared prefix renders byte for byte
+    tools: list[str]
+    max_turns: int
+    compaction: CompactionSettings
+    replay: ReplaySpec | None = None
+
+
+class LaneInput(BaseModel):
+    session_id: str
+    lane: str  # "sub-0001"...
+    parent_workflow_id: str
+    parent_task_id: str | None
+    brief: str
+    config: LaneConfig
+    # The parent's messages the child's requests start with: ids and projections, never content.
+    shared_prefix: list[SharedEntry]
+    fork_source: str  # where the prefix comes from, e.g. "main plan 12"
+
+
+class HandoffRef(BaseModel):
+    """A child's handoff, stored in its own lane; what the child signals and returns."""
+
+    lane: str
+    workflow_id: str
+    item_id: str  # the handoff item in the child's lane
+    status: str  # completed / blocked / failed
+
+
+class ChildLane(BaseModel):
+    """A subagent lane as its parent tracks it (metadata only)."""
+
+    lane: str
+    workflow_id: str
+    brief_digest: str
+    tools: list[str]
+    task_id: str | None  # the parent task that spawned it (None: the API, outside a task)
+    tool_call_id: str | None  # the spawn_subagent call it answers (None: spawned by the API)
+    state: LaneState_ = "running"
+    handoff_item_id: str | None = None  # the handoff item in the parent's lane, once recorded
+    reason: str = ""
+
+
+class FinishLaneInput(BaseModel):
+    """Turn a child's final answer (or its failure) into its handoff item."""
+
+    session_id: str
+    lane: str
+    workflow_id: str
+    final_item_id: str | None  # the child's last assistant answer, when it gave one
+    failure: str | None = None  # why the child could not finish
+    handoff_item_id: str
+    handoff_seq: int
+    task_id: str
+    model: str
+    preview_chars: int
+
+
+class RecordHandoffInput(BaseModel):
+    """Record a child's handoff as one item of the parent's lane."""
+
+    session_id: str
+    lane: str  # the parent's lane
+    child_lane: str
+    item_id: str
+    seq: int
+    observation_id: str
+    task_id: str | None
+    tool_call_id: str | None  # answers this spawn_subagent call (else a user-role item)
+    group: int | None = None
+    source_item_id: str | None = None  # the child's handoff item
+    handoff: Handoff | None = None  # or this one (a lane that died without handing off)
+    model: str
+    preview_chars: int
+
+
+class LaneStatus(BaseModel):
+    workflow_id: str
+    status: str  # RUNNING / COMPLETED / FAILED / TERMINATED / CANCELED / TIMED_OUT / CONTINUED_AS_NEW / NOT_FOUND
+    handoff: HandoffRef | None = None  # a completed child's result
+
+
+class CloseLaneEpisodesInput(BaseModel):
+    session_id: str
+    lane: str
+    reason: str
+    repair_id: str  # deterministic id of this repair; events carry it so a retried call reports the same episodes
