@@ -17,10 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import condense, ingest, model, tools
+from activities import condense, ingest, lanes, model, tools
 from activities.runtime import configure_runtime
 from activities.store import close_stores
 from worker.settings import Settings, get_settings
+from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.worker")
@@ -46,8 +47,11 @@ ACTIVITIES = [
     model.call_model,
     tools.run_tool,
     condense.condense_with_llm,
+    lanes.finish_lane,
+    lanes.record_handoff,
+    lanes.close_lane_episodes,
 ]
-WORKFLOWS = [SessionWorkflow]
+WORKFLOWS = [SessionWorkflow, LaneWorkflow]
 
 
 async def connect(settings: Settings) -> Client:
@@ -64,7 +68,8 @@ def build_worker(client: Client, settings: Settings, **options) -> Worker:
         client,
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        activities=ACTIVITIES,
+        # describe_lanes asks Temporal about subagent lanes with this worker's client
+        activities=[*ACTIVITIES, lanes.LaneInspector(client).describe_lanes],
         # Let in-flight activities finish on SIGTERM before the worker goes away.
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
         **options,

@@ -15,15 +15,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
     from workflows.context.items import Item
     from workflows.messages import (
+        CloseLaneEpisodesInput,
         CondensationInput,
         CondensationOutcome,
         EventsInput,
         EventSpec,
+        FinishLaneInput,
         GeneratedItemsInput,
+        HandoffRef,
         IngestItemsInput,
         MeasureTextsInput,
         ModelCallInput,
         ModelCallResult,
+        LaneStatus,
+        RecordHandoffInput,
         SessionStartInput,
         SessionStartResult,
         StoreUserMessageInput,
@@ -49,7 +54,7 @@ IO_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=["WorkerMisconfigured", "ItemInputError", "CheckpointNotFound"],
+    non_retryable_error_types=["WorkerMisconfigured", "ItemInputError", "CheckpointNotFound", "HandoffMissing"],
 )
 
 
@@ -133,4 +138,33 @@ async def run_tool(inp: ToolRunInput) -> ToolRunResult:
     return await workflow.execute_activity(
         "run_tool", inp, result_type=ToolRunResult,
         start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+# --- subagent lanes ---------------------------------------------------------------------
+
+
+async def finish_lane(inp: FinishLaneInput) -> HandoffRef:
+    return await workflow.execute_activity(
+        "finish_lane", inp, result_type=HandoffRef, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def record_handoff(inp: RecordHandoffInput) -> Item:
+    return await workflow.execute_activity(
+        "record_handoff", inp, result_type=Item, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def close_lane_episodes(inp: CloseLaneEpisodesInput) -> list[str]:
+    return await workflow.execute_activity(
+        "close_lane_episodes", inp, result_type=list[str],
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+    )
+
+
+async def describe_lanes(workflow_ids: list[str]) -> list[LaneStatus]:
+    return await workflow.execute_activity(
+        "describe_lanes", workflow_ids, result_type=list[LaneStatus],
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from workflows.lane_state import LaneState
-from workflows.messages import TaskStatus
+from workflows.messages import ChildLane, TaskStatus
 
 KEPT_TASK_STATUSES = 200  # older finished task statuses are dropped from state
 
@@ -36,6 +36,8 @@ class SessionCheckpoint(BaseModel):
     running: RunningTask | None = None
     external_task: str | None = None
     closed: bool = False
+    children: list[ChildLane] = Field(default_factory=list)  # subagent lanes (running ones and recent)
+    next_child: int = 0
 
 
 class SaveCheckpointInput(BaseModel):

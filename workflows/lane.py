@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
 
 # Oversized user input reaches the model as a bounded source reference, not verbatim.
 OVERSIZED_INPUT_CHARS = 32_000
+MAIN_LANE = "main"
 
 
 class Lane:
@@ -66,12 +67,19 @@ class Lane:
         """Engine events are logged apart from the item events, which use item seqs."""
         return f"{self.data.lane}:events"
 
+    @property
+    def is_main(self) -> bool:
+        return self.data.lane == MAIN_LANE
+
     def item_id(self, seq: int) -> str:
-        return f"itm-{seq:06d}"
+        # item ids are unique in the session: a subagent lane's carry its lane name
+        return f"itm-{seq:06d}" if self.is_main else f"{self.data.lane}-itm-{seq:06d}"
 
     def observation_id(self, seq: int) -> str:
-        # observation ids are global in the store: the session id makes them unique
-        return f"obs-{self.data.session_id}-{seq:06d}"
+        # observation ids are global in the store: the session id (and lane) make them unique
+        if self.is_main:
+            return f"obs-{self.data.session_id}-{seq:06d}"
+        return f"obs-{self.data.session_id}-{self.data.lane}-{seq:06d}"
 
     # --- items -------------------------------------------------------------------------
 
@@ -211,6 +219,13 @@ class Lane:
 
     async def log_event(self, kind: str, payload: dict) -> None:
         await calls.record_events(self.data.session_id, [event(kind, payload, self.next_event_seq(), self.event_lane)])
+
+    async def log_abandoned_episodes(self, episode_ids: list[str], reason: str) -> None:
+        """Episodes a task end or a recovery closed: the event log says so (the inspector and
+        a parent repairing this lane read episode state from it)."""
+        events = [event("episode.abandoned", {"episode_id": e, "reason": reason}, self.next_event_seq(), self.event_lane)
+                  for e in episode_ids]
+        await calls.record_events(self.data.session_id, events)
 
     async def apply(self, plan: CompactionPlan, measured: dict[str, int] | None = None) -> ApplyResult:
         """Measure the text the engine generated (tiktoken stays out of workflow code),

@@ -16,12 +16,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.tool_specs import REPLAY_TOOLS, WORKSPACE_TOOLS
+    from activities.tool_specs import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
     from workflows import activity_calls as calls
+    from workflows.agent_loop import AgentLoop, LoopSettings, describe
     from workflows.context import engine
     from workflows.context.config import EngineConfig
     from workflows.context.errors import EngineError
-    from workflows.context.items import Item, Kind, Projection
+    from workflows.context.items import Kind
     from workflows.checkpoint import (
         KEPT_TASK_STATUSES,
         LoadCheckpointInput,
@@ -32,31 +33,42 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.lane import Lane
     from workflows.lane_state import LaneState
-    from workflows.lane_events import event
     from workflows.messages import (
         AppendItemsRequest,
         AppendItemsResult,
+        ChildLane,
         CondenseRequest,
         CondenseResult,
         EpisodeBegin,
         EpisodeEnd,
-        ModelCallInput,
-        ModelCallResult,
+        HandoffRef,
         PreparedRequest,
+        SessionConfig,
         SessionInput,
         SessionStartInput,
         SessionStatus,
+        SpawnRequest,
+        SpawnResult,
         SubmitRequest,
         SubmitResult,
         TaskStatus,
-        ToolRunInput,
-        ToolRunResult,
         submit_text_problem,
     )
+    from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
 
-CONDENSE_TOOL = "condense_context"
-# The provider-overflow ladder: after these two retries the error is terminal.
-OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
+# Gates commands added after histories were recorded (tests/histories replays them):
+# episode begin/end/abandon events in the main lane.
+EPISODE_EVENTS_PATCH = "lane-episode-events"
+
+
+def session_tools(config: SessionConfig) -> list[str]:
+    """The tools offered to the model: the configured list, else the mode's default; plus
+    spawn_subagent when subagents are enabled."""
+    tools = list(config.tools) if config.tools is not None else (
+        REPLAY_TOOLS if config.replay is not None else WORKSPACE_TOOLS)
+    if config.subagents.enabled and SPAWN_TOOL not in tools:
+        tools.append(SPAWN_TOOL)
+    return tools
 
 
 @workflow.defn(name="SessionWorkflow")
@@ -74,6 +86,10 @@ class SessionWorkflow:
         self.runs = 0  # runs before this one (continue-as-new)
         self.turns_this_run = 0
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
+        self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
+        self.loop = AgentLoop(LoopSettings(
+            session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
+            tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay), self.subagents)
 
     # --- hosted mode -------------------------------------------------------------------
 
@@ -95,6 +111,40 @@ class SessionWorkflow:
     def close(self) -> None:
         """Finish the session once the queued tasks are done."""
         self.closed = True
+
+    @workflow.signal
+    async def lane_finished(self, ref: HandoffRef) -> None:
+        """A subagent lane handed off. A model step waiting for it records it as its tool
+        result; otherwise it becomes an item of the lane now."""
+        if not self.subagents.arrive(ref) or self.subagents.is_awaited(ref.lane):
+            return
+        lane = await self._ready_lane()
+        async with lane.lock:
+            counts = RepairCounts()
+            await self.subagents.record_unawaited(lane, ref.lane, counts)
+
+    @workflow.update
+    async def spawn_subagent(self, request: SpawnRequest) -> SpawnResult:
+        lane = await self._ready_lane()
+        async with lane.lock:
+            try:
+                return await self.subagents.spawn(lane, request)
+            except SpawnRefused as refused:
+                raise ApplicationError(f"spawn_subagent rejected: {refused}", type="SpawnRefused",
+                                       non_retryable=True) from None
+
+    @spawn_subagent.validator
+    def validate_spawn_subagent(self, request: SpawnRequest) -> None:
+        self._check_open("spawn_subagent")
+        try:
+            self.subagents.check_request(request)
+            self.subagents.check_capacity()
+        except SpawnRefused as refused:
+            raise ValueError(f"spawn_subagent rejected: {refused}") from None
+
+    @workflow.query
+    def subagents_status(self) -> list[ChildLane]:
+        return list(self.subagents.children.values())
 
     @workflow.query
     def context(self) -> engine.ContextReport:
@@ -156,14 +206,19 @@ class SessionWorkflow:
     async def begin_episode(self, request: EpisodeBegin) -> None:
         lane = await self._ready_lane()
         async with lane.lock:
-            _engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
-                         request.depends_on)
+            episode = _engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
+                                   request.depends_on)
+            if workflow.patched(EPISODE_EVENTS_PATCH):
+                await lane.log_event("episode.begun", {"episode_id": episode.id, "kind": episode.kind.value,
+                                                       "goal": episode.goal, "depends_on": episode.depends_on})
 
     @workflow.update
     async def end_episode(self, request: EpisodeEnd) -> None:
         lane = await self._ready_lane()
         async with lane.lock:
             _engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
+            if workflow.patched(EPISODE_EVENTS_PATCH):
+                await lane.log_event("episode.ended", {"episode_id": request.episode_id})
 
     @workflow.update
     async def condense_context(self, request: CondenseRequest) -> CondenseResult:
@@ -191,6 +246,8 @@ class SessionWorkflow:
                 break
             if self._should_continue():
                 await self._continue_as_new(None)
+        if self.subagents.running():  # never finish with children nobody would hear from
+            await self.subagents.drain(self._lane())
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.status()
 
@@ -214,6 +271,8 @@ class SessionWorkflow:
             running=running,
             external_task=self.external_task,
             closed=self.closed,
+            children=self.subagents.kept_children(),
+            next_child=self.subagents.next_child,
         )
 
     async def _continue_as_new(self, running: RunningTask | None) -> None:
@@ -246,6 +305,8 @@ class SessionWorkflow:
         self.resume = checkpoint.running
         self.external_task = checkpoint.external_task
         self.closed = self.closed or checkpoint.closed
+        self.subagents.children = {c.lane: c for c in checkpoint.children}
+        self.subagents.next_child = checkpoint.next_child
 
     async def _start(self) -> None:
         cfg = self.config
@@ -303,22 +364,26 @@ class SessionWorkflow:
     async def _recover(self, lane: Lane) -> None:
         """Before admitting a task: repair stale lane ownership (a task that still owns the
         lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
-        open episodes, and log ``context.recovery.completed`` with the repair counts."""
+        open episodes; reconcile subagent lanes recorded as running with reality; and log
+        ``context.recovery.completed`` with the repair counts when anything was repaired."""
         stale = lane.state.current_task
-        if stale is None:
-            return
-        ended = engine.end_task(lane.state, stale, abandoned=True)
-        if stale in self.tasks and self.tasks[stale].state == "running":
-            self.tasks[stale].state = "failed"
-            self.tasks[stale].error = "abandoned by recovery: another task was admitted while it owned the lane"
-        if self.external_task == stale:
-            self.external_task = None
-        await lane.log_event("context.recovery.completed", {
-            "stale_lane_owners": 1, "episodes_closed": len(ended.abandoned_episodes),
-            "child_lanes_abandoned": 0, "child_lanes_failed": 0, "task": stale})
+        closed: list[str] = []
+        if stale is not None:
+            closed = engine.end_task(lane.state, stale, abandoned=True).abandoned_episodes
+            if stale in self.tasks and self.tasks[stale].state == "running":
+                self.tasks[stale].state = "failed"
+                self.tasks[stale].error = "abandoned by recovery: another task was admitted while it owned the lane"
+            if self.external_task == stale:
+                self.external_task = None
+            if closed and workflow.patched(EPISODE_EVENTS_PATCH):
+                await lane.log_abandoned_episodes(closed, "recovery: the task that owned the lane ended")
+        counts = await self.subagents.recover(lane) if self.subagents.running() else RepairCounts()
+        if stale is not None or counts.any:
+            await log_recovery(lane, counts, stale_lane_owners=int(stale is not None), task=stale,
+                               main_episodes_closed=len(closed))
 
     def _tools(self) -> list[str]:
-        return REPLAY_TOOLS if self.config.replay is not None else WORKSPACE_TOOLS
+        return session_tools(self.config)
 
     # --- one hosted task: the agent loop -----------------------------------------------
 
@@ -338,7 +403,7 @@ class SessionWorkflow:
                 self.turns += 1
                 self.turns_this_run += 1
                 async with lane.lock:
-                    done = await self._step(lane, task_id, turn)
+                    done = (await self.loop.step(lane, task_id, turn)).done
                 if done:
                     status.state = "completed"
                     break
@@ -349,98 +414,11 @@ class SessionWorkflow:
                 status.error = f"the task reached its limit of {self.config.max_turns_per_task} model turns"
         except ActivityError as error:
             status.state = "failed"
-            status.error = _describe(error)
+            status.error = describe(error)
         async with lane.lock:
-            engine.end_task(lane.state, task_id)
-
-    async def _step(self, lane: Lane, task_id: str, turn: int) -> bool:
-        """One model step; True when the model answered without tool calls."""
-        await lane.compact_if_needed(self.config.compaction)
-        answer = await self._call_model(lane, task_id, turn)
-        assistant = engine.add_item(lane.state, answer.stored.item)
-        for call in answer.stored.tool_calls:
-            output = await self._condense_tool(lane, call.arguments) if call.name == CONDENSE_TOOL else None
-            result = await self._run_tool(lane, task_id, assistant, call.id, call.name, output)
-            engine.add_item(lane.state, result.stored.item)
-            if result.recall is not None:
-                r = result.recall
-                engine.record_recall(lane.state, r.observation_id, r.offset, r.limit, r.total_chars)
-        engine.end_step(lane.state)
-        return not answer.stored.tool_calls
-
-    async def _call_model(self, lane: Lane, task_id: str, turn: int) -> ModelCallResult:
-        response_seq = lane.next_seq()
-        ladder: list[Projection] = [Projection.FULL, *OVERFLOW_LADDER]
-        for step, projection in enumerate(ladder):
-            plan = engine.plan_request(lane.state, ladder=projection)
-            try:
-                return await calls.call_model(
-                    ModelCallInput(
-                        session_id=self.config.session_id,
-                        lane=lane.data.lane,
-                        plan=lane.plan_delta([(e.item_id, e.projection) for e in plan.entries]),
-                        response_item_id=lane.item_id(response_seq),
-                        response_seq=response_seq,
-                        task_id=task_id,
-                        model=self.config.model,
-                        max_output_tokens=self.config.max_output_tokens,
-                        preview_chars=lane.preview_chars,
-                        tools=self._tools(),
-                        replay=self.config.replay,
-                        replay_turn=turn,
-                    )
-                )
-            except ActivityError as error:
-                cause = error.cause
-                overflow = isinstance(cause, ApplicationError) and cause.type == calls.CONTEXT_LENGTH_EXCEEDED
-                if not overflow:
-                    raise
-                last = step == len(ladder) - 1
-                await calls.record_events(self.config.session_id, [event(
-                    "context.overflow.failed" if last else "context.overflow.retry",
-                    {"turn": turn, "rejected": projection.value, "next": None if last else ladder[step + 1].value,
-                     "request_tokens": plan.total_tokens, "error": str(cause)},
-                    lane.next_event_seq(), lane.event_lane,
-                )])
-                if last:
-                    raise
-        raise AssertionError("unreachable")
-
-    async def _condense_tool(self, lane: Lane, arguments: str | None) -> tuple[str, int]:
-        """The model's condense_context call: deterministic, no model call. Its answer
-        says what was archived and how to recall it, or why nothing changed."""
-        result = await lane.condense(arguments or "{}")
-        if result.status == "accepted":
-            return (
-                f"condense_context accepted: the live memory is now {result.memory_id}; {result.archived} "
-                "older items left the context. Their exact tool output stays recallable with "
-                "recall_observation on the observation:// addresses in the memory and the checkpoint.",
-                0,
-            )
-        return f"condense_context {result.status}: {result.reason}. Nothing changed.", 1
-
-    async def _run_tool(self, lane: Lane, task_id: str, assistant: Item, call_id: str, name: str,
-                        output: tuple[str, int] | None = None) -> ToolRunResult:
-        seq = lane.next_seq()
-        return await calls.run_tool(
-            ToolRunInput(
-                session_id=self.config.session_id,
-                lane=lane.data.lane,
-                call_id=call_id,
-                tool_name=name,
-                assistant_item_id=assistant.id,
-                result_item_id=lane.item_id(seq),
-                result_seq=seq,
-                observation_id=lane.observation_id(seq),
-                task_id=task_id,
-                group=assistant.seq,
-                model=self.config.model,
-                preview_chars=lane.preview_chars,
-                replay=self.config.replay,
-                output=None if output is None else output[0],
-                exit_code=0 if output is None else output[1],
-            )
-        )
+            ended = engine.end_task(lane.state, task_id)
+            if ended.abandoned_episodes and workflow.patched(EPISODE_EVENTS_PATCH):
+                await lane.log_abandoned_episodes(ended.abandoned_episodes, "the task ended")
 
 
 def _engine_call(fn, *args):
@@ -450,9 +428,3 @@ def _engine_call(fn, *args):
     except EngineError as error:
         raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from None
 
-
-def _describe(error: ActivityError) -> str:
-    cause = error.cause
-    while cause is not None and cause.cause is not None and not isinstance(cause, ApplicationError):
-        cause = cause.cause
-    return str(cause or error)

@@ -32,7 +32,9 @@ async def test_task_admitted_while_another_owns_the_lane_repairs_it(temporal_cli
     events = await store.list_events(session_id, limit=1_000)
     recovered = [e.payload for e in events if e.kind == "context.recovery.completed"]
     assert recovered == [{"stale_lane_owners": 1, "episodes_closed": 1, "child_lanes_abandoned": 0,
-                          "child_lanes_failed": 0, "task": "task-0000"}]
+                          "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": [], "task": "task-0000"}]
+    abandoned = [e.payload["episode_id"] for e in events if e.kind == "episode.abandoned"]
+    assert abandoned == ["look"]
     report = await sessions.context(handle)
     assert report.active_episodes == []
     # closed: abandoned by recovery (and possibly archived by a later compaction since)

@@ -1,0 +1,231 @@
+"""One model step of the hosted agent loop, shared by the main lane and subagent lanes.
+
+A step: compact if needed, plan the request, call the model (down the provider-overflow
+ladder when the request is too long), then answer each of its tool calls in order. Most
+tools run in the tool activity; ``condense_context`` and the episode markers run here,
+deterministically; ``spawn_subagent`` goes to the lane's :class:`Spawner`.
+
+Workflow code only. Callers hold ``lane.lock`` around a step.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Protocol
+
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows import activity_calls as calls
+from workflows.context import engine
+from workflows.context.errors import EngineError
+from workflows.context.items import Item, Projection
+from workflows.lane import Lane
+from workflows.lane_events import event
+from workflows.messages import (
+    CompactionSettings,
+    ModelCallInput,
+    ModelCallResult,
+    ReplaySpec,
+    ToolCallRef,
+    ToolRunInput,
+    ToolRunResult,
+)
+
+CONDENSE_TOOL = "condense_context"
+SPAWN_TOOL = "spawn_subagent"
+EPISODE_TOOLS = ("begin_episode", "end_episode")
+# The provider-overflow ladder: after these two retries the error is terminal.
+OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    session_id: str
+    model: str
+    max_output_tokens: int
+    tools: list[str]
+    compaction: CompactionSettings
+    replay: ReplaySpec | None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    done: bool  # the model answered without tool calls
+    answer: Item  # the assistant item of this step
+
+
+class Spawner(Protocol):
+    """Who answers ``spawn_subagent`` calls: the session's subagent host, or a refusal."""
+
+    async def start(self, lane: Lane, task_id: str, calls: list[ToolCallRef], sent: engine.RequestPlan) -> None:
+        """Start the subagents of one answer (all before any is awaited, so they run concurrently)."""
+
+    async def answer(self, lane: Lane, task_id: str, assistant: Item, call: ToolCallRef) -> Item | str:
+        """The handoff item recorded for ``call``, or the text of a refusal."""
+
+
+class NoSubagents:
+    """Subagent lanes do not start subagents of their own (one level of delegation)."""
+
+    async def start(self, lane: Lane, task_id: str, calls: list[ToolCallRef], sent: engine.RequestPlan) -> None:
+        return None
+
+    async def answer(self, lane: Lane, task_id: str, assistant: Item, call: ToolCallRef) -> Item | str:
+        return "spawn_subagent refused: a subagent cannot start subagents of its own; do the work yourself."
+
+
+class AgentLoop:
+    def __init__(self, settings: LoopSettings, spawner: Spawner) -> None:
+        self.settings = settings
+        self.spawner = spawner
+
+    async def step(self, lane: Lane, task_id: str, turn: int) -> StepOutcome:
+        await lane.compact_if_needed(self.settings.compaction)
+        answer, sent = await self.call_model(lane, task_id, turn)
+        assistant = engine.add_item(lane.state, answer.stored.item)
+        spawns = [c for c in answer.stored.tool_calls if c.name == SPAWN_TOOL]
+        if spawns:
+            await self.spawner.start(lane, task_id, spawns, sent)
+        for call in answer.stored.tool_calls:
+            if call.name == SPAWN_TOOL:
+                handoff = await self.spawner.answer(lane, task_id, assistant, call)
+                if isinstance(handoff, Item):
+                    engine.add_item(lane.state, handoff)
+                    continue
+                result = await self.run_tool(lane, task_id, assistant, call, (handoff, 1))
+            else:
+                result = await self.run_tool(lane, task_id, assistant, call, await self._workflow_tool(lane, call))
+            engine.add_item(lane.state, result.stored.item)
+            if result.recall is not None:
+                r = result.recall
+                engine.record_recall(lane.state, r.observation_id, r.offset, r.limit, r.total_chars)
+        engine.end_step(lane.state)
+        return StepOutcome(done=not answer.stored.tool_calls, answer=assistant)
+
+    async def call_model(self, lane: Lane, task_id: str, turn: int) -> tuple[ModelCallResult, engine.RequestPlan]:
+        """The model's answer and the plan that was sent (down the overflow ladder if needed)."""
+        s = self.settings
+        response_seq = lane.next_seq()
+        ladder: list[Projection] = [Projection.FULL, *OVERFLOW_LADDER]
+        for step, projection in enumerate(ladder):
+            plan = engine.plan_request(lane.state, ladder=projection)
+            try:
+                answer = await calls.call_model(
+                    ModelCallInput(
+                        session_id=s.session_id,
+                        lane=lane.data.lane,
+                        plan=lane.plan_delta([(e.item_id, e.projection) for e in plan.entries]),
+                        response_item_id=lane.item_id(response_seq),
+                        response_seq=response_seq,
+                        task_id=task_id,
+                        model=s.model,
+                        max_output_tokens=s.max_output_tokens,
+                        preview_chars=lane.preview_chars,
+                        tools=s.tools,
+                        replay=s.replay,
+                        replay_turn=turn,
+                    )
+                )
+                return answer, plan
+            except ActivityError as error:
+                cause = error.cause
+                overflow = isinstance(cause, ApplicationError) and cause.type == calls.CONTEXT_LENGTH_EXCEEDED
+                if not overflow:
+                    raise
+                last = step == len(ladder) - 1
+                await calls.record_events(s.session_id, [event(
+                    "context.overflow.failed" if last else "context.overflow.retry",
+                    {"turn": turn, "rejected": projection.value, "next": None if last else ladder[step + 1].value,
+                     "request_tokens": plan.total_tokens, "error": str(cause)},
+                    lane.next_event_seq(), lane.event_lane,
+                )])
+                if last:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _workflow_tool(self, lane: Lane, call: ToolCallRef) -> tuple[str, int] | None:
+        """The answer of a tool the workflow runs itself; None for the tool activity's tools."""
+        if call.name == CONDENSE_TOOL:
+            return await self._condense(lane, call.arguments)
+        if call.name in EPISODE_TOOLS:
+            return await self._episode(lane, call.name, call.arguments)
+        return None
+
+    async def _condense(self, lane: Lane, arguments: str | None) -> tuple[str, int]:
+        """Deterministic, no model call. The answer says what was archived and how to recall
+        it, or why nothing changed."""
+        result = await lane.condense(arguments or "{}")
+        if result.status == "accepted":
+            return (
+                f"condense_context accepted: the live memory is now {result.memory_id}; {result.archived} "
+                "older items left the context. Their exact tool output stays recallable with "
+                "recall_observation on the observation:// addresses in the memory and the checkpoint.",
+                0,
+            )
+        return f"condense_context {result.status}: {result.reason}. Nothing changed.", 1
+
+    async def _episode(self, lane: Lane, name: str, arguments: str | None) -> tuple[str, int]:
+        """begin_episode / end_episode: engine refusals are answers the model can act on."""
+        try:
+            args = json.loads(arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+            episode_id = _text(args, "episode_id")
+            if name == "begin_episode":
+                depends_on = args.get("depends_on") or []
+                if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
+                    raise ValueError("depends_on must be a list of episode ids")
+                episode = engine.begin_episode(lane.state, episode_id, _text(args, "kind"), _text(args, "goal"),
+                                               depends_on)
+                await lane.log_event("episode.begun", {"episode_id": episode.id, "kind": episode.kind.value,
+                                                       "goal": episode.goal, "depends_on": episode.depends_on})
+                return f"episode {episode.id} ({episode.kind.value}) begun", 0
+            conclusion = args.get("conclusion")
+            if conclusion is not None and not isinstance(conclusion, str):
+                raise ValueError("conclusion must be text")
+            episode = engine.end_episode(lane.state, episode_id, conclusion)
+            await lane.log_event("episode.ended", {"episode_id": episode.id})
+            return f"episode {episode.id} ended", 0
+        except (ValueError, EngineError) as error:
+            return f"{name} refused: {error}", 1
+
+    async def run_tool(self, lane: Lane, task_id: str, assistant: Item, call: ToolCallRef,
+                       output: tuple[str, int] | None = None) -> ToolRunResult:
+        """Run ``call`` in the tool activity, or store the answer the workflow already has."""
+        s = self.settings
+        seq = lane.next_seq()
+        return await calls.run_tool(
+            ToolRunInput(
+                session_id=s.session_id,
+                lane=lane.data.lane,
+                call_id=call.id,
+                tool_name=call.name,
+                assistant_item_id=assistant.id,
+                result_item_id=lane.item_id(seq),
+                result_seq=seq,
+                observation_id=lane.observation_id(seq),
+                task_id=task_id,
+                group=assistant.seq,
+                model=s.model,
+                preview_chars=lane.preview_chars,
+                replay=s.replay,
+                output=None if output is None else output[0],
+                exit_code=0 if output is None else output[1],
+            )
+        )
+
+
+def _text(args: dict, key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{key} must be non-empty text")
+    return value
+
+
+def describe(error: ActivityError) -> str:
+    """The innermost application error of a failed activity, for a task's error message."""
+    cause = error.cause
+    while cause is not None and cause.cause is not None and not isinstance(cause, ApplicationError):
+        cause = cause.cause
+    return str(cause or error)

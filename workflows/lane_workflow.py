@@ -1,0 +1,93 @@
+"""LaneWorkflow: one subagent, a child workflow of its session.
+
+Its requests start with the parent's prefix (ids and projections it was given, never
+content), then its own branch: the brief, and its own model turns. It runs the same
+agent loop as the main lane on its own budget (compacting only its branch), then turns
+its final answer into a structured handoff stored in its lane, tells the parent by
+signal, and returns the same reference. Its items, events and handoff stay in the
+session's store under its lane name, inspectable like the main lane's.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import activity_calls as calls
+    from workflows.agent_loop import AgentLoop, LoopSettings, NoSubagents, describe
+    from workflows.context import engine
+    from workflows.context.config import EngineConfig
+    from workflows.context.items import Kind
+    from workflows.handoff import brief_message
+    from workflows.lane import Lane
+    from workflows.lane_state import LaneState
+    from workflows.messages import FinishLaneInput, HandoffRef, LaneInput, SessionStartInput
+
+LANE_FINISHED_SIGNAL = "lane_finished"
+
+
+@workflow.defn(name="LaneWorkflow")
+class LaneWorkflow:
+    @workflow.init
+    def __init__(self, inp: LaneInput) -> None:
+        self.lane: Lane | None = None
+        self.turns = 0
+        self.state = "starting"
+
+    @workflow.query
+    def context(self) -> engine.ContextReport:
+        if self.lane is None:
+            raise ValueError("the lane is still starting")
+        return engine.build_report(self.lane.state)
+
+    @workflow.run
+    async def run(self, inp: LaneInput) -> HandoffRef:
+        cfg = inp.config
+        started = await calls.start_session(SessionStartInput(
+            session_id=inp.session_id, tenant="default", config={}, tools=cfg.tools, model=cfg.model))
+        config = EngineConfig(
+            context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
+            tool_definition_tokens=started.tool_definition_tokens, budget_override=cfg.budget_tokens,
+            llm_condensation=cfg.compaction.enabled, preview_chars=cfg.preview_chars, id_prefix=f"{inp.lane}-",
+        )
+        lane = Lane(LaneState(session_id=inp.session_id, lane=inp.lane, model=cfg.model,
+                              context=engine.new_state(config, inp.shared_prefix)))
+        task_id = f"{inp.lane}-task"
+        async with lane.lock:
+            self.lane = lane
+            engine.begin_task(lane.state, task_id)
+            await lane.add_text(brief_message(inp.brief), kind=Kind.USER, role="user", task_id=task_id)
+        self.state = "running"
+        loop = AgentLoop(LoopSettings(session_id=inp.session_id, model=cfg.model,
+                                      max_output_tokens=cfg.max_output_tokens, tools=cfg.tools,
+                                      compaction=cfg.compaction, replay=cfg.replay), NoSubagents())
+        final: str | None = None
+        failure: str | None = None
+        try:
+            for turn in range(cfg.max_turns):
+                self.turns = turn + 1
+                async with lane.lock:
+                    outcome = await loop.step(lane, task_id, turn)
+                final = outcome.answer.id  # at the turn limit, its last answer still reaches the parent
+                if outcome.done:
+                    break
+            else:
+                failure = f"the subagent reached its limit of {cfg.max_turns} model turns"
+        except ActivityError as error:
+            failure = describe(error)
+        async with lane.lock:
+            ended = engine.end_task(lane.state, task_id, abandoned=True)
+            if ended.abandoned_episodes:
+                await lane.log_abandoned_episodes(ended.abandoned_episodes, "the subagent's task ended")
+            seq = lane.next_seq()
+            ref = await calls.finish_lane(FinishLaneInput(
+                session_id=inp.session_id, lane=inp.lane, workflow_id=workflow.info().workflow_id,
+                final_item_id=final, failure=failure, handoff_item_id=lane.item_id(seq), handoff_seq=seq,
+                task_id=task_id, model=cfg.model, preview_chars=lane.preview_chars))
+        self.state = ref.status
+        try:
+            await workflow.get_external_workflow_handle(inp.parent_workflow_id).signal(LANE_FINISHED_SIGNAL, ref)
+        except Exception as error:  # noqa: BLE001 - a parent that is gone still gets the result below
+            workflow.logger.warning("lane %s: could not signal parent %s: %s", inp.lane, inp.parent_workflow_id, error)
+        return ref
