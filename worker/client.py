@@ -41,7 +41,7 @@ from worker.api.schemas import (
     ToolCallIn,
 )
 from workflows.context.report import ContextReport
-from workflows.messages import SessionStatus
+from workflows.messages import ChildLane, SessionStatus, SpawnResult
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 M = TypeVar("M", bound=BaseModel)
@@ -186,6 +186,19 @@ class LanesClient:
     async def condense(self, session_id: str, memory: Mapping[str, list[str]]) -> CondenseOut:
         return await self._call("POST", f"/v1/sessions/{session_id}/condense", CondenseOut,
                                 json_body={"memory": dict(memory)})
+
+    # --- subagent lanes ------------------------------------------------------------------
+
+    async def spawn_subagent(self, session_id: str, brief: str, tools: list[str] | None = None) -> SpawnResult:
+        body: dict[str, Any] = {"brief": brief} if tools is None else {"brief": brief, "tools": tools}
+        return await self._call("POST", f"/v1/sessions/{session_id}/subagents", SpawnResult, json_body=body)
+
+    async def subagents(self, session_id: str) -> list[ChildLane]:
+        data = await self._call("GET", f"/v1/sessions/{session_id}/subagents", None)
+        return [ChildLane.model_validate(c) for c in data]
+
+    async def subagent_context(self, session_id: str, lane: str) -> ContextReport:
+        return await self._call("GET", f"/v1/sessions/{session_id}/subagents/{lane}/context", ContextReport)
 
     # --- inspection ---------------------------------------------------------------------
 

@@ -168,7 +168,7 @@ class SubagentHost:
                 f"budget may give it (max_prefix_share {self.config.subagents.max_prefix_share}); condense first")
         self.next_child += 1
         name = f"sub-{self.next_child:04d}"
-        child_id = f"{self.workflow_id}/{name}"
+        child_id = f"{self.config.session_id}/{name}"  # from the input: replays issue the same id
         if self.config.replay is not None:
             replays = self.config.replay.subagents
             lane_config = lane_config.model_copy(update={"replay": replays[(self.next_child - 1) % len(replays)]})

@@ -2,7 +2,7 @@
 
 Run it when a release's workflow code is final:
 
-    .venv/bin/python -m tests.histories.record
+    .venv/bin/python -m tests.histories.record [SCENARIO ...]
 
 It starts a throwaway stack, runs a few sessions that together use every command the
 workflow issues (hosted replay with compactions, continue-as-new, the overflow
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from activities.synthetic_trajectory import synthetic_trajectory
 from activities.trajectories import dump_trajectory, load_trajectory
+from tests.integration.subagent_script import child_trajectory, parent_trajectory, session_config, write_recordings
 from tests.integration.support import replay_config_for
 from tests.recordings import LONG_TRAJECTORY
 from activities.store import close_stores
@@ -81,21 +82,49 @@ async def external(client, queue: str) -> None:
     await save(client, session_id, "external")
 
 
-async def main() -> None:
+async def subagents(client, queue: str, folder: Path) -> None:
+    """A parent whose model spawns two subagents (episodes, a command, a handoff each)."""
+    parent, children = write_recordings(folder, parent_trajectory(["Inspect module 0.", "Inspect module 1."]),
+                                        [child_trajectory(0), child_trajectory(1)])
+    with ReplayModelServer([parent[0], *(c[0] for c in children)]) as server:
+        session_id = f"hist-subagents-{uuid.uuid4().hex[:6]}"
+        handle = await sessions.start_session(client, session_config(session_id, parent, children, server), queue)
+        task_id = await sessions.submit(handle, parent[0].task)
+        await sessions.wait_task(handle, task_id)
+        await handle.signal(SessionWorkflow.close)
+        await handle.result()
+    await save(client, session_id, "subagents")
+    for lane in ("sub-0001", "sub-0002"):
+        await save(client, f"{session_id}/{lane}", f"subagents-{lane}")
+
+
+async def main(names: list[str]) -> None:
+    """Record the named scenarios (all when none are named); histories of code already
+    released should stay as they were recorded, so re-record only what is new."""
     with tempfile.TemporaryDirectory(prefix="lanes-hist-") as tmp, Stack(Path(tmp)) as stack:
         settings = Settings(temporal_address=stack.temporal_address, database_url=stack.dsn,
                             task_queue="lanes-histories", data_dir=Path(tmp) / "data")
         client = await connect(settings)
         long_path = dump_trajectory(synthetic_trajectory(90, seed=3), Path(tmp) / "long.json")
+        queue = settings.task_queue
+        scenarios = {
+            "hosted": lambda: hosted(client, queue, "hosted", LONG_TRAJECTORY, budget_tokens=6_000),
+            "continue-as-new": lambda: hosted(client, queue, "continue-as-new", long_path, budget_tokens=8_000,
+                                              turns_per_run=40),
+            "overflow": lambda: hosted(client, queue, "overflow", LONG_TRAJECTORY),
+            "external": lambda: external(client, queue),
+            "subagents": lambda: subagents(client, queue, Path(tmp) / "subagents"),
+        }
+        unknown = set(names) - set(scenarios)
+        if unknown:
+            raise SystemExit(f"unknown scenarios {sorted(unknown)}; known: {sorted(scenarios)}")
         async with build_worker(client, settings):
-            await hosted(client, settings.task_queue, "hosted", LONG_TRAJECTORY, budget_tokens=6_000)
-            await hosted(client, settings.task_queue, "continue-as-new", long_path, budget_tokens=8_000,
-                         turns_per_run=40)
-            await hosted(client, settings.task_queue, "overflow", LONG_TRAJECTORY)
-            await external(client, settings.task_queue)
+            for name, record in scenarios.items():
+                if not names or name in names:
+                    await record()
         await close_stores()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1:]))
     sys.stdout.flush()

@@ -16,6 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
 
 HISTORIES = sorted(Path(__file__).resolve().parent.glob("*.json.gz"))
@@ -23,13 +24,13 @@ HISTORIES = sorted(Path(__file__).resolve().parent.glob("*.json.gz"))
 
 def test_histories_are_recorded():
     names = {path.name.split("-run")[0] for path in HISTORIES}
-    assert {"hosted", "continue-as-new", "overflow", "external"} <= names
+    assert {"hosted", "continue-as-new", "overflow", "external", "subagents", "subagents-sub-0001"} <= names
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.name for p in HISTORIES])
 async def test_recorded_history_replays_against_current_code(path: Path):
     history = WorkflowHistory.from_json(path.name, gzip.decompress(path.read_bytes()).decode())
-    result = await Replayer(workflows=[SessionWorkflow], data_converter=pydantic_data_converter).replay_workflow(
+    result = await Replayer(workflows=[SessionWorkflow, LaneWorkflow], data_converter=pydantic_data_converter).replay_workflow(
         history, raise_on_replay_failure=True
     )
     assert result.replay_failure is None

@@ -62,6 +62,7 @@ from workflows.context.report import ContextReport
 from workflows.messages import (
     INLINE_TEXT_LIMIT,
     AppendItemsRequest,
+    ChildLane,
     CondenseRequest,
     CondenseResult,
     EpisodeBegin,
@@ -72,6 +73,8 @@ from workflows.messages import (
     ReplaySpec,
     SessionConfig,
     SessionStatus,
+    SpawnRequest,
+    SpawnResult,
     SubmitRequest,
     SubmitResult,
     submit_text_problem,
@@ -144,6 +147,10 @@ def _require_mode(row: SessionRow, wanted: str, action: str) -> None:
 # --- sessions ----------------------------------------------------------------------------
 
 
+# The tools mode of POST /sessions -> SessionConfig.tools ("workspace": the mode's default).
+TOOLS_OF_MODE: dict[str, list[str]] = {"recall": ["recall_observation"], "none": []}
+
+
 def _session_config(body: SessionCreate, session_id: str, tenant: str, request: Request) -> SessionConfig:
     settings = request.app.state.settings
     fields = SessionConfig.model_fields
@@ -159,12 +166,10 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
         values["system_prompt"] = body.system_prompt
     if body.max_turns_per_task is not None:
         values["max_turns_per_task"] = body.max_turns_per_task
-    if body.tools is not None:
-        if "tools" in fields:
-            values["tools"] = body.tools
-        elif body.tools != "workspace":
-            raise ApiError(400, "unsupported", f"tools mode {body.tools!r} is not supported by this server's "
-                                               "session workflow yet (only 'workspace')")
+    if body.tools is not None and body.tools != "workspace":
+        values["tools"] = TOOLS_OF_MODE[body.tools]
+    if body.subagents is not None:
+        values["subagents"] = body.subagents.model_dump(exclude_none=True)
     if "mode" in fields:
         values["mode"] = body.mode
     if body.compaction is not None:
@@ -177,8 +182,9 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
                                                    "(a development setting: LANES_API_ALLOW_REPLAY=1)")
         if body.mode != "hosted":
             raise ApiError(400, "rejected", "a replay drives the hosted agent loop: use mode 'hosted'")
-        if not FilePath(body.replay.trajectory_path).is_file():
-            raise ApiError(400, "rejected", f"replay trajectory {body.replay.trajectory_path!r} is not a file")
+        for replay in (body.replay, *body.replay.subagents):
+            if not FilePath(replay.trajectory_path).is_file():
+                raise ApiError(400, "rejected", f"replay trajectory {replay.trajectory_path!r} is not a file")
         values["replay"] = ReplaySpec(**body.replay.model_dump())
     try:
         return SessionConfig(**values)
@@ -197,6 +203,7 @@ def _row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
         "tools": body.tools or "workspace",
         "max_turns_per_task": config.max_turns_per_task,
         "llm_compaction": bool(body.compaction and body.compaction.enabled),
+        "subagents": config.subagents.enabled,
         "replay": config.replay is not None,
         "system_prompt_preview": config.system_prompt[:200],
         "system_prompt_chars": len(config.system_prompt),
@@ -396,6 +403,40 @@ async def condense(row: Owned, be: Be, body: CondenseIn) -> CondenseOut:
     result: CondenseResult = await be.temporal(
         row.session_id, "condense its context", lambda h: h.execute_update(SessionWorkflow.condense_context, request))
     return CondenseOut(session_id=row.session_id, **result.model_dump())
+
+
+# --- subagent lanes ----------------------------------------------------------------------
+
+
+@router.post("/sessions/{session_id}/subagents", status_code=201, response_model=SpawnResult, tags=["subagents"],
+             summary="Start a subagent lane: it forks from the session's current request and hands off into it")
+async def spawn_subagent(row: Owned, be: Be, body: SpawnRequest) -> SpawnResult:
+    return await be.temporal(row.session_id, "start a subagent",
+                             lambda h: h.execute_update(SessionWorkflow.spawn_subagent, body))
+
+
+@router.get("/sessions/{session_id}/subagents", response_model=list[ChildLane], tags=["subagents"],
+            summary="The session's subagent lanes: state, tools, and the handoff item once recorded")
+async def list_subagents(row: Owned, be: Be) -> list[ChildLane]:
+    return await be.temporal(row.session_id, "list its subagents",
+                             lambda h: h.query(SessionWorkflow.subagents_status), QUERY_TIMEOUT)
+
+
+@router.get("/sessions/{session_id}/subagents/{lane}/context", response_model=ContextReport, tags=["subagents"],
+            summary="A subagent lane's own context report (its shared prefix counted, not listed)")
+async def get_subagent_context(row: Owned, be: Be,
+                               lane: Annotated[str, Path(pattern=r"^sub-[0-9]{4,}$", max_length=20)]) -> ContextReport:
+    lanes = await be.temporal(row.session_id, "list its subagents",
+                              lambda h: h.query(SessionWorkflow.subagents_status), QUERY_TIMEOUT)
+    child = next((c for c in lanes if c.lane == lane), None)
+    if child is None:
+        raise ApiError(404, "not_found", f"session {row.session_id!r} has no subagent lane {lane!r}")
+    client = await be.client()
+    try:
+        return await asyncio.wait_for(
+            client.get_workflow_handle(child.workflow_id).query("context", result_type=ContextReport), QUERY_TIMEOUT)
+    except Exception as exc:
+        raise from_temporal(exc, row.session_id, f"report the context of lane {lane}") from None
 
 
 def _plain(value: Any) -> dict[str, Any] | None:

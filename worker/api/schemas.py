@@ -32,6 +32,8 @@ class ReplayIn(Strict):
     trajectory_path: str = Field(min_length=1, max_length=4096)
     trajectory_id: str = Field(min_length=1, max_length=500)
     model_base_url: str = Field(min_length=1, max_length=2048, pattern=r"^https?://")
+    subagents: list[ReplayIn] = Field(default_factory=list, max_length=20,
+                                      description="what subagent lanes replay (the n-th lane: subagents[n % len])")
 
 
 class CompactionIn(Strict):
@@ -40,6 +42,16 @@ class CompactionIn(Strict):
     enabled: bool = False
     condenser_model: str | None = Field(None, min_length=1, max_length=200,
                                         description="default: the worker's LANES_CONDENSER_MODEL")
+
+
+class SubagentsIn(Strict):
+    """Subagent lanes: the spawn_subagent tool for the model, and POST /subagents."""
+
+    enabled: bool = False
+    max_concurrent: int | None = Field(None, ge=1, le=50, description="running subagents at once (default 3)")
+    max_turns: int | None = Field(None, ge=1, le=1_000, description="model turns of one subagent (default 100)")
+    budget_tokens: int | None = Field(None, ge=256, le=10_000_000,
+                                      description="a subagent's working-set budget (default: the session's)")
 
 
 class SessionCreate(Strict):
@@ -54,6 +66,7 @@ class SessionCreate(Strict):
     system_prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS)
     max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
     compaction: CompactionIn | None = None
+    subagents: SubagentsIn | None = None
     replay: ReplayIn | None = None
 
 
