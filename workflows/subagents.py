@@ -256,7 +256,7 @@ class SubagentHost:
         ref = self._arrived.get(name)
         if ref is not None:
             record.source_item_id = ref.item_id
-            child.state = ref.status if ref.status in ("completed", "blocked", "failed") else "failed"
+            state, why = (ref.status if ref.status in ("completed", "blocked", "failed") else "failed"), ""
             if self._via.get(name) != "signal":  # the child's signal never reached this run
                 counts.handoffs_recovered += 1
                 counts.lanes.append(name)
@@ -267,7 +267,6 @@ class SubagentHost:
             record.handoff = failed_handoff(
                 f"subagent lane {name} {why} before it handed off; its trace up to then stays in the "
                 f"session's store under lane {name}")
-            child.state, child.reason = state, why
             counts.episodes_closed += len(closed)
             if state == "abandoned":
                 counts.child_lanes_abandoned += 1
@@ -275,7 +274,8 @@ class SubagentHost:
                 counts.child_lanes_failed += 1
             counts.lanes.append(name)
         item = await calls.record_handoff(record)
-        child.handoff_item_id = item.id
+        # a reader never sees a finished child without its handoff item
+        child.state, child.reason, child.handoff_item_id = state, why, item.id
         self._arrived.pop(name, None)
         self._via.pop(name, None)
         self._lost.pop(name, None)
