@@ -23,12 +23,13 @@ COMMANDS = {
     "context": ("worker.cli_sessions:context_main", "a session's working set: items and a budget bar"),
     "events": ("worker.cli_sessions:events_main", "a session's event log (--follow streams it)"),
     "recall": ("worker.cli_sessions:recall_main", "exact text of an observation://obs-... address"),
+    "subagents": ("worker.cli_subagents:subagents_main", "a session's subagent lanes: list, --spawn, --lane context"),
 }
 
 
 def usage() -> str:
     lines = ["usage: lanes COMMAND [ARGS...]", "", "commands:"]
-    lines += [f"  {name:<8} {help_text}" for name, (_, help_text) in COMMANDS.items()]
+    lines += [f"  {name:<9} {help_text}" for name, (_, help_text) in COMMANDS.items()]
     return "\n".join(lines)
 
 

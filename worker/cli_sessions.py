@@ -118,6 +118,8 @@ def _session_parser() -> argparse.ArgumentParser:
     new.add_argument("--max-turns", type=int)
     new.add_argument("--llm-compaction", action="store_true",
                      help="try one bounded LLM condensation before the deterministic fallback")
+    new.add_argument("--subagents", type=int, metavar="N", default=None,
+                     help="offer the spawn_subagent tool, with at most N subagents running at once")
     new.add_argument("-q", "--quiet", action="store_true", help="print only the session id")
     _common(new)
     ls = sub.add_parser("list", help="the tenant's sessions, newest first")
@@ -149,7 +151,8 @@ async def _session(args: argparse.Namespace) -> int:
                 mode=args.mode, model=args.model, budget_tokens=args.budget, context_window=args.context_window,
                 max_output_tokens=args.max_output, tools=args.tools, system_prompt=system,
                 max_turns_per_task=args.max_turns,
-                compaction={"enabled": True} if args.llm_compaction else None)
+                compaction={"enabled": True} if args.llm_compaction else None,
+                subagents={"enabled": True, "max_concurrent": args.subagents} if args.subagents else None)
             if args.json:
                 _print_json(created)
             elif args.quiet:

@@ -22,7 +22,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.handoff import brief_message
     from workflows.lane import Lane
     from workflows.lane_state import LaneState
-    from workflows.messages import FinishLaneInput, HandoffRef, LaneInput, SessionStartInput
+    from workflows.messages import (
+        FinishLaneInput,
+        HandoffRef,
+        LaneInput,
+        SessionStartInput,
+    )
 
 LANE_FINISHED_SIGNAL = "lane_finished"
 

@@ -51,7 +51,9 @@ class SubagentSettings(BaseModel):
 
     enabled: bool = False  # offer the spawn_subagent tool to the model
     max_concurrent: int = Field(3, ge=1, le=50)  # running children; more wait (tool) or are refused (API)
-    max_turns: int = Field(100, ge=1, le=1_000)  # model turns of one child
+    # model turns of one child; a child does not continue as new, so this bounds its history
+    # (about 16 events a turn: 250 turns stay far below Temporal's limits)
+    max_turns: int = Field(100, ge=1, le=250)
     budget_tokens: int | None = Field(None, gt=0)  # a child's working-set budget (default: the parent's)
     # The most of a child's budget the parent's shared prefix may take; a larger request is
     # shared as its stable and memory segments only.

@@ -29,6 +29,8 @@ from temporalio.exceptions import (
     CancelledError,
     ChildWorkflowError,
     TerminatedError,
+)
+from temporalio.exceptions import (
     TimeoutError as WorkflowTimeoutError,
 )
 from temporalio.workflow import ParentClosePolicy

@@ -9,7 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from activities.trajectories import ToolCallRec, ToolResultRec, Trajectory, Turn, dump_trajectory, load_trajectory
+from activities.trajectories import (
+    ToolCallRec,
+    ToolResultRec,
+    Trajectory,
+    Turn,
+    dump_trajectory,
+    load_trajectory,
+)
 from worker.replay_model import ReplayModelServer
 from workflows.messages import ReplaySpec, SessionConfig, SubagentSettings
 

@@ -256,3 +256,41 @@ async def test_a_later_run_finds_a_subagent_that_died_and_repairs_it_before_the_
     handoff = next(i for i in report.items if i.id == lanes[0].handoff_item_id)
     assert handoff.kind == "handoff" and handoff.role == "user"
     await latest.signal(SessionWorkflow.close)
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_running_subagent_survives_continue_as_new_and_hands_off_to_the_new_run(
+        temporal_client, settings, store, tmp_path):
+    (parent, children) = write_recordings(tmp_path, busy_parent(3), [child_trajectory(0, reads=6)])
+    with ReplayModelServer([parent[0], *(c[0] for c in children)]) as server:
+        session_id = sessions.new_session_id("lanes-can-ok")
+        handle = await sessions.start_session(
+            temporal_client, session_config(session_id, parent, children, server, config={"turns_per_run": 2}),
+            settings.task_queue)
+        first_run = handle.result_run_id
+        server.set_faults("timeout", count=-1, delay_seconds=0.5)
+        await handle.execute_update(SessionWorkflow.spawn_subagent, SpawnRequest(brief="Inspect module 0."))
+        task_id = await sessions.submit(handle, parent[0].task)
+        latest = temporal_client.get_workflow_handle(session_id)
+        for _ in range(600):
+            if (await latest.describe()).run_id != first_run:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the session never continued as new")
+        child = temporal_client.get_workflow_handle(f"{session_id}/sub-0001")
+        assert (await child.describe()).status.name == "RUNNING", "the subagent finished too early for this test"
+        server.set_faults("none")
+        await asyncio.wait_for(sessions.wait_task(latest, task_id), timeout=120)
+        for _ in range(600):
+            lanes = await latest.query(SessionWorkflow.subagents_status)
+            if lanes[0].state != "running":
+                break
+            await asyncio.sleep(0.1)
+    assert [(c.lane, c.state) for c in lanes] == [("sub-0001", "completed")]
+    rows = [r for r in await store.list_items(session_id, lane="main", limit=10_000) if r.kind == "handoff"]
+    assert [r.item_id for r in rows] == [lanes[0].handoff_item_id]
+    events = await store.list_events(session_id, limit=10_000)
+    assert not [e for e in events if e.kind == "context.recovery.completed"]  # nothing needed repair
+    await latest.signal(SessionWorkflow.close)
+    await asyncio.wait_for(latest.result(), timeout=60)

@@ -49,7 +49,7 @@ class SubagentsIn(Strict):
 
     enabled: bool = False
     max_concurrent: int | None = Field(None, ge=1, le=50, description="running subagents at once (default 3)")
-    max_turns: int | None = Field(None, ge=1, le=1_000, description="model turns of one subagent (default 100)")
+    max_turns: int | None = Field(None, ge=1, le=250, description="model turns of one subagent (default 100)")
     budget_tokens: int | None = Field(None, ge=256, le=10_000_000,
                                       description="a subagent's working-set budget (default: the session's)")
 

@@ -1,0 +1,43 @@
+"""``lanes subagents`` as a subprocess against the real API: spawn, list, a lane's context."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from tests.cli.test_cli import env, lanes  # noqa: F401  (the module-scoped env fixture)
+from tests.integration.subagent_script import child_trajectory, parent_trajectory, write_recordings
+from worker.cli_sessions import EXIT_API
+from worker.replay_model import ReplayModelServer
+
+
+def _replay(traj, path, server, subagents=()) -> dict:
+    return {"trajectory_path": str(path), "trajectory_id": traj.id, "model_base_url": server.base_url,
+            "subagents": list(subagents)}
+
+
+async def test_subagents_command_spawns_lists_and_shows_a_lane(env, client_a, tmp_path):  # noqa: F811
+    parent, children = write_recordings(tmp_path, parent_trajectory([]), [child_trajectory(0)])
+    with ReplayModelServer([parent[0], children[0][0]]) as server:
+        created = await client_a.create_session(
+            replay=_replay(*parent, server, [_replay(*children[0], server)]), subagents={"enabled": True})
+        sid = created.session_id
+        spawned = lanes(env, "subagents", sid, "--spawn", "Inspect module 0.")
+        assert spawned.returncode == 0, spawned.stderr
+        assert "started subagent lane sub-0001" in spawned.stdout
+        deadline = time.monotonic() + 60
+        while True:
+            listed = json.loads(lanes(env, "subagents", sid, "--json").stdout)
+            if listed[0]["state"] != "running" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.3)
+    assert listed[0]["state"] == "completed" and listed[0]["handoff_item_id"]
+    table = lanes(env, "subagents", sid)
+    assert table.returncode == 0 and "sub-0001" in table.stdout and "completed" in table.stdout
+    lane = lanes(env, "subagents", sid, "--lane", "sub-0001")
+    assert lane.returncode == 0 and "shared prefix" in lane.stdout
+    missing = lanes(env, "subagents", sid, "--lane", "sub-0042")
+    assert missing.returncode == EXIT_API and "no subagent lane 'sub-0042'" in missing.stderr
+    shown = lanes(env, "session", "show", sid)
+    assert "subagents=True" in shown.stdout
