@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test bench browser clean
+.PHONY: run test bench test-tools clean
 
 # Create the virtualenv and install the project with its test and local extras.
 $(STAMP): pyproject.toml
@@ -20,15 +20,17 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/lanes demo $(ARGS)
 
-# The whole suite; the tests start the services they need themselves. The inspector's
-# browser test drives Debian's chromium: installed here when we may (root), else skipped.
-test: $(STAMP) browser
+# The whole suite; the tests start the services they need themselves. Two tests need
+# Debian tools: the inspector's browser test (chromium) and the deploy scripts' lint
+# (shellcheck): installed here when we may (root), else those tests are skipped.
+test: $(STAMP) test-tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-browser:
-	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-	  && (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) \
-	  || echo "chromium not installed: the inspector's browser test will be skipped"; }
+test-tools:
+	@missing=""; for tool in chromium shellcheck; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	  && (apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) \
+	  || echo "not installed:$$missing (the tests that need them will be skipped)"; }
 
 bench: $(STAMP)
 	$(PY) bench/run_replay_bench.py
