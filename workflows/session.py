@@ -55,6 +55,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 CONDENSE_TOOL = "condense_context"
+# The fallback's cache-aware sweep (EngineConfig.cache_aware_sweep) plans other compactions,
+# hence other commands: runs recorded before it replay with it off (DESIGN §4).
+CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
 # The provider-overflow ladder: after these two retries the error is terminal.
 OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
@@ -74,6 +77,7 @@ class SessionWorkflow:
         self.runs = 0  # runs before this one (continue-as-new)
         self.turns_this_run = 0
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
+        self.cache_aware_sweep = False  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------
 
@@ -175,6 +179,7 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
+        self.cache_aware_sweep = workflow.patched(CACHE_AWARE_SWEEP_PATCH)
         if inp.checkpoint_id is None:
             await self._start()
         else:
@@ -238,6 +243,8 @@ class SessionWorkflow:
             LoadCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id)
         )
         self.lane = Lane(checkpoint.lane)
+        context = self.lane.state
+        context.config = context.config.model_copy(update={"cache_aware_sweep": self.cache_aware_sweep})
         self.next_task = checkpoint.next_task
         self.turns = checkpoint.turns
         self.runs = checkpoint.runs
@@ -264,6 +271,7 @@ class SessionWorkflow:
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled,
+            cache_aware_sweep=self.cache_aware_sweep,
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
         async with lane.lock:
