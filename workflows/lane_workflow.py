@@ -30,6 +30,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 LANE_FINISHED_SIGNAL = "lane_finished"
+# Lanes recorded before the fallback's cache-aware sweep replay with it off (as the session does).
+CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
 
 
 @workflow.defn(name="LaneWorkflow")
@@ -55,6 +57,7 @@ class LaneWorkflow:
             context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
             tool_definition_tokens=started.tool_definition_tokens, budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled, preview_chars=cfg.preview_chars, id_prefix=f"{inp.lane}-",
+            cache_aware_sweep=workflow.patched(CACHE_AWARE_SWEEP_PATCH),
         )
         lane = Lane(LaneState(session_id=inp.session_id, lane=inp.lane, model=cfg.model,
                               context=engine.new_state(config, inp.shared_prefix)))

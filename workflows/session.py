@@ -59,6 +59,9 @@ with workflow.unsafe.imports_passed_through():
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
+# The fallback's cache-aware sweep (EngineConfig.cache_aware_sweep) plans other compactions,
+# hence other commands: runs recorded before it replay with it off (DESIGN §4).
+CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
 
 
 def session_tools(config: SessionConfig) -> list[str]:
@@ -90,6 +93,7 @@ class SessionWorkflow:
         self.loop = AgentLoop(LoopSettings(
             session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
             tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay), self.subagents)
+        self.cache_aware_sweep = False  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------
 
@@ -230,6 +234,7 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
+        self.cache_aware_sweep = workflow.patched(CACHE_AWARE_SWEEP_PATCH)
         if inp.checkpoint_id is None:
             await self._start()
         else:
@@ -297,6 +302,8 @@ class SessionWorkflow:
             LoadCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id)
         )
         self.lane = Lane(checkpoint.lane)
+        context = self.lane.state
+        context.config = context.config.model_copy(update={"cache_aware_sweep": self.cache_aware_sweep})
         self.next_task = checkpoint.next_task
         self.turns = checkpoint.turns
         self.runs = checkpoint.runs
@@ -325,6 +332,7 @@ class SessionWorkflow:
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled,
+            cache_aware_sweep=self.cache_aware_sweep,
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
         async with lane.lock:

@@ -29,6 +29,17 @@ op = st.one_of(
 )
 sessions = st.tuples(st.sampled_from([1_500, 3_000, 6_000, 12_000]), st.booleans(),
                      st.lists(op, min_size=10, max_size=60))
+# Longer sessions of moderate exchanges (the sessions above mostly overflow their protected
+# window or sit in open episodes): the fallback meets its target early and the cache-aware
+# sweep has something to take, so its invariants are exercised too.
+_moderate = st.tuples(st.just("exchange"), st.sampled_from(COMMANDS), st.integers(0, 3_000), st.integers(0, 600),
+                      st.sampled_from([0, 0, 0, 1]), st.booleans())
+_other = {"user": st.tuples(st.just("user"), st.integers(1, 1_000)), "note": st.tuples(st.just("note"), st.integers(1, 500))}
+swept_sessions = st.tuples(
+    st.sampled_from([4_000, 8_000]), st.booleans(),
+    st.lists(st.sampled_from(["exchange"] * 12 + ["user", "note", "explore", "act", "end_episode", "end_episode", "task"])
+             .flatmap(lambda kind: _moderate if kind == "exchange" else _other.get(kind, st.just((kind,)))),
+             min_size=20, max_size=80))
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -239,3 +250,60 @@ def test_generated_kinds_have_one_live_item_each():
     for kind in (Kind.CHECKPOINT.value, Kind.SUMMARY.value, Kind.MEMORY.value):
         live = [i for i in driver.state.items.values() if i.kind == kind]
         assert len(live) <= 1
+
+
+def _first_request_after(driver: Driver, plan: E.CompactionPlan) -> tuple[list[str], int]:
+    """The rendered messages of the request after ``plan`` (applied to a copy) and its working set."""
+    state = driver.state.model_copy(deep=True)
+    contents = dict(driver.contents)
+    result = E.apply_plan(state, plan, driver.measure(plan))
+    contents.update({c.item_id: E.ItemContent(text=c.text) for c in result.created})
+    request = E.plan_request(state)
+    messages = E.render_messages(request.entries, state.items, contents, driver.preview)
+    return [json.dumps(m, sort_keys=True) for m in messages], E.working_set_tokens(state)
+
+
+def _shared(before: list[str], after: list[str]) -> int:
+    return next((n for n, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+
+
+class SweepDriver(Driver):
+    """At every compaction, also plans without the cache-aware sweep and compares."""
+
+    def compact(self) -> None:
+        if E.needs_compaction(self.state):
+            now = [json.dumps(m, sort_keys=True) for m in self.messages(self.request())]
+            with_sweep = E.plan_fallback(self.state)
+            config = self.state.config.model_copy(update={"cache_aware_sweep": False})
+            without = E.plan_fallback(self.state.model_copy(update={"config": config}))
+            after_with, tokens_with = _first_request_after(self, with_sweep)
+            after_without, tokens_without = _first_request_after(self, without)
+            assert _shared(now, after_with) == _shared(now, after_without)  # the cached prefix is kept
+            assert tokens_with <= tokens_without
+        super().compact()
+
+
+@SETTINGS
+@given(st.one_of(sessions, swept_sessions))
+def test_cache_aware_sweep_keeps_the_cached_prefix_and_never_grows_the_request(session):
+    """Also checks (Driver) that no sweep evicts a protected item and calls stay paired."""
+    budget, llm, script = session
+    SweepDriver(budget, llm).run(script)
+
+
+@SETTINGS
+@given(swept_sessions)
+def test_never_exceeds_the_budget_when_feasible_with_the_sweep_at_work(session):
+    budget, llm, script = session
+    Driver(budget, llm, episodes=False).run(script)
+
+
+@settings(max_examples=25, deadline=None)
+@given(swept_sessions)
+def test_same_inputs_give_the_same_plans_with_the_sweep_at_work(session):
+    budget, llm, script = session
+    first, second = Driver(budget, llm), Driver(budget, llm)
+    first.run(script)
+    second.run(script)
+    assert first.plans == second.plans
+    assert first.state.model_dump_json() == second.state.model_dump_json()

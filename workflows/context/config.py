@@ -14,6 +14,10 @@ class EngineConfig(BaseModel):
     llm_condensation: bool = False
     trigger_ratio: float = Field(default=0.8, gt=0, le=1)
     target_ratio: float = Field(default=0.6, gt=0, le=1)
+    # Once the fallback passes met the target, also reduce (pass 1 references, pass 2
+    # archiving) what the compaction re-bills anyway: every request entry from its first
+    # change on, which the prompt cache cannot serve (passes.sweep_rebilled, prefix.py).
+    cache_aware_sweep: bool = True
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     protected_groups: int = Field(default=4, ge=1)
     summary_tokens: int = Field(default=400, ge=50)

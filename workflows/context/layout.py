@@ -17,6 +17,7 @@ from .ledger import ContextState
 _STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.value: 3, Kind.EPISODES.value: 4}
 # Pinned items of these kinds stay in history: moving them would split an exchange group.
 _HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
+_SEGMENTS = ("stable", "memory", "history")
 
 
 def segment(item: Item) -> tuple[str, int]:
@@ -36,22 +37,21 @@ def is_step_capability(item: Item) -> bool:
     return item.kind == Kind.CAPABILITY.value and item.scope == "step"
 
 
+def layout_key(item: Item) -> tuple[int, int, int, str]:
+    """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id."""
+    name, rank = segment(item)
+    return _SEGMENTS.index(name), rank, item.seq, item.id
+
+
 def rebuild_layout(state: ContextState) -> None:
     """Recompute ``order`` from the working set; marks a new layout epoch."""
-    stable: list[tuple[int, int, str]] = []
-    memory: list[tuple[int, int, str]] = []
-    history: list[tuple[int, int, str]] = []
-    buckets = {"stable": stable, "memory": memory, "history": history}
-    for item in state.items.values():
-        if item.lifecycle == Lifecycle.ARCHIVED or is_step_capability(item):
-            continue
-        name, rank = segment(item)
-        buckets[name].append((rank, item.seq, item.id))
-    for bucket in buckets.values():
-        bucket.sort()
-    state.order = [entry[2] for entry in stable + memory + history]
-    state.stable_len = len(stable)
-    state.memory_len = len(memory)
+    laid_out = sorted(
+        (layout_key(item) for item in state.items.values()
+         if item.lifecycle != Lifecycle.ARCHIVED and not is_step_capability(item)),
+    )
+    state.order = [key[3] for key in laid_out]
+    state.stable_len = sum(1 for key in laid_out if key[0] == 0)
+    state.memory_len = sum(1 for key in laid_out if key[0] == 1)
     state.laid_out_len = len(state.order)
     state.layout_epoch += 1
 

@@ -10,6 +10,11 @@
    except the two most recent user messages.
 Protected throughout: the newest ``protected_groups`` exchange groups (which include the
 current one) and every item of an active episode.
+
+Once the target is met, a cache-aware sweep (``EngineConfig.cache_aware_sweep``) takes the
+passes further, but only inside the part of the next request that the compaction re-bills
+anyway (see ``prefix.py``): there, more depth costs no cache hit and postpones the next
+compaction, which would re-bill the retained history again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
 from .items import Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
 from .ledger import protected_groups
+from .prefix import rebilled
 
 # Eviction priority: writes first (their effect is in the repository), runs and errors last.
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
@@ -36,6 +42,12 @@ def _nothing(item: Item) -> bool:
 
 def run_fallback_passes(draft: Draft) -> None:
     cleanup_omitted(draft)
+    _run_passes(draft)
+    if draft.config.cache_aware_sweep:
+        sweep_rebilled(draft)
+
+
+def _run_passes(draft: Draft) -> None:
     passes = (
         ("pass1", reference_tool_outputs),
         ("pass2", archive_episodes),
@@ -69,24 +81,65 @@ def cleanup_omitted(draft: Draft) -> None:
             draft.archive(item, "archived:omitted-at-task-end")
 
 
+def _referenceable(draft: Draft) -> list[Item]:
+    """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
+    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing)."""
+    out = []
+    for item in draft.lane:
+        if not is_tool_output(item) or not item.observation_id or draft.protected(item):
+            continue
+        projection = draft.view(item)[1]
+        if projection not in (Projection.FULL, Projection.COMPACT):
+            continue
+        if cost(draft.state, item, Projection.REFERENCE) < cost(draft.state, item, projection):
+            out.append(item)
+    return out
+
+
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    candidates = [
-        item for item in draft.lane
-        if is_tool_output(item) and item.observation_id and not draft.protected(item)
-        and draft.view(item)[1] in (Projection.FULL, Projection.COMPACT)
-    ]
+    candidates = _referenceable(draft)
     candidates.sort(key=lambda i: (CLASS_PRIORITY[i.tool_class or ToolClass.RUN], i.seq))
     for item in candidates:
         if _met(draft):
             return
-        if cost(draft.state, item, Projection.REFERENCE) >= cost(draft.state, item, draft.view(item)[1]):
-            continue  # nothing to gain (a tiny output)
         tool_class = (item.tool_class or ToolClass.RUN).value
         draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class}→reference")
 
 
-def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing) -> None:
+def sweep_rebilled(draft: Draft) -> None:
+    """Cache-aware sweep, after the passes: whatever the compaction re-bills anyway (every
+    request entry from its first change on, ``prefix.rebilled``) is reduced as far as
+    passes 1 and 2 may reduce it.
+
+    - Pass 2, when the first change lies at or before the start of history (the passes
+      rewrote the checkpoint, or changed the stable segment): then the whole history is
+      re-billed, so every completed episode and old exchange group that pass 2 may archive
+      goes into the checkpoint. Otherwise archiving would rewrite the checkpoint that opens
+      the history and move the first change earlier, so pass 2 is left alone.
+    - Pass 1: every remaining candidate after the first change becomes a reference.
+    The passes' rules hold: the configured newest groups (even after an emergency narrowed
+    them) and active episodes are protected, an exploration goes only after the actions
+    depending on it, archived outputs stay recallable through the checkpoint. Nothing
+    before the first change is touched, so the cached prefix stays as long as without it.
+    """
+    draft.protected_groups = protected_groups(draft.state, draft.config.protected_groups)
+    rebill = rebilled(draft)
+    if rebill.from_history_start:
+        reason = "pass2:cache-sweep→archived"
+        archive_episodes(draft, everything=True, reason=reason)
+        archive_groups(draft, everything=True, reason=reason)
+        if any(change.reason == reason for change in draft.changes.values()):
+            draft.passes.append("pass2:cache-sweep")
+    swept = [item for item in _referenceable(draft) if item.id in rebill.ids]
+    if swept:
+        draft.passes.append("pass1:cache-sweep")
+    for item in swept:
+        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
+
+
+def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing,
+                     reason: str = "pass2:episode-archived") -> None:
     """Pass 2: archive finished episodes, actions first, each exploration after its dependents.
 
     Stops at the target, unless ``everything`` eligible is to go (explicit condensation).
@@ -113,13 +166,13 @@ def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = 
             items = members.get(episode.id, [])
             if any(draft.protected(i) or protect(i) for i in items):
                 continue
-            _archive_episode(draft, episode, items)
+            _archive_episode(draft, episode, items, reason)
             progress = True
 
 
-def _archive_episode(draft: Draft, episode: Episode, items: list[Item]) -> None:
+def _archive_episode(draft: Draft, episode: Episode, items: list[Item], reason: str) -> None:
     for item in items:
-        draft.archive(item, "pass2:episode-archived")
+        draft.archive(item, reason)
     obs_ids = [i.observation_id for i in items if i.observation_id]
     draft.checkpoint.record_episode(EpisodeNote(
         id=episode.id, kind=episode.kind.value, goal=episode.goal,
@@ -130,7 +183,8 @@ def _archive_episode(draft: Draft, episode: Episode, items: list[Item]) -> None:
     draft.invalidate()
 
 
-def archive_groups(draft: Draft, everything: bool = False, protect: Protect = _nothing) -> None:
+def archive_groups(draft: Draft, everything: bool = False, protect: Protect = _nothing,
+                   reason: str = "pass2:group-archived") -> None:
     """Archive the oldest exchange groups that belong to no unarchived episode.
 
     Sessions whose agent never marks episodes are handled here: their old assistant turns
@@ -152,7 +206,7 @@ def archive_groups(draft: Draft, everything: bool = False, protect: Protect = _n
         if key in blocked:
             continue
         for item in units[key]:
-            draft.archive(item, "pass2:group-archived")
+            draft.archive(item, reason)
 
 
 def roll_pinned_into_summary(draft: Draft) -> None:

@@ -1,0 +1,87 @@
+"""Where a compaction first changes the request: the prompt-cache boundary of a draft.
+
+Providers cache the leading messages of a request that are byte-identical to the previous
+one (DESIGN §7). A compaction that changes the request at position ``p`` (an entry removed
+or re-projected, a regenerated checkpoint or summary, a pinned message moving into the
+stable segment at the re-layout) re-bills everything from ``p`` on at the full price,
+whatever else it changes there. This module predicts ``p`` for a draft by comparing the
+visible entries of the current request with those of the first request after the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .draft import Draft
+from .items import Item, Kind, Lifecycle, Projection
+from .layout import is_step_capability, layout_key
+
+Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
+_HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
+
+
+@dataclass(frozen=True)
+class Rebilled:
+    """The part of the first request after a draft that the prompt cache cannot serve."""
+
+    ids: frozenset[str]  # entries from the first change on
+    from_history_start: bool  # the first change is at or before the start of history
+
+
+def _visible(lifecycle: Lifecycle, projection: Projection) -> bool:
+    return lifecycle != Lifecycle.ARCHIVED and projection != Projection.OMITTED
+
+
+def current_entries(draft: Draft) -> list[Entry]:
+    """The entries of the request as it is now: the layout plus everything appended since."""
+    items = draft.state.items
+    return [(i, items[i].projection) for i in draft.state.order if _visible(items[i].lifecycle, items[i].projection)]
+
+
+def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
+    """The entries of the first request after the draft is applied and re-laid out (as
+    ``apply_plan`` does), and the index where its history segment starts.
+
+    A generated text the draft rewrites becomes a new item (ids are immutable content), so
+    it is a change at its position. The history segment opens with the checkpoint, which a
+    draft that archives anything rewrites.
+    """
+    state = draft.state
+    regenerated = set(draft.new_texts)
+    if draft.checkpoint_changed:
+        regenerated.add(Kind.CHECKPOINT.value)
+    if draft.summary_changed:
+        regenerated.add(Kind.SUMMARY.value)
+    keyed: list[tuple[tuple[int, int, int, str], Entry]] = []
+    for item in state.items.values():
+        if is_step_capability(item) or (item.kind in regenerated and state.generated_id(item.kind) == item.id):
+            continue  # step context is not laid out; a replaced generated item is added below
+        lifecycle, projection = draft.view(item)
+        if _visible(lifecycle, projection):
+            keyed.append((layout_key(item), (item.id, projection)))
+    for kind in sorted(regenerated):
+        if draft.new_texts.get(kind) == "":
+            continue  # retired: nothing replaces it
+        new = Item(id=f"(new {kind})", seq=state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
+        keyed.append((layout_key(new), (new.id, Projection.FULL)))
+    keyed.sort(key=lambda pair: pair[0])
+    history_start = sum(1 for key, _ in keyed if key[0] < _HISTORY)
+    return [entry for _, entry in keyed], history_start
+
+
+def first_change(before: list[Entry], after: list[Entry]) -> int:
+    """Index in ``after`` of the first entry that differs from ``before`` (its length if none)."""
+    for index, (old, new) in enumerate(zip(before, after)):
+        if old != new:
+            return index
+    return min(len(before), len(after))
+
+
+def rebilled(draft: Draft) -> Rebilled:
+    """What the first request after ``draft`` re-bills: every entry from its first change on."""
+    after, history_start = planned_entries(draft)
+    changed = first_change(current_entries(draft), after)
+    if changed == len(after):  # nothing changes: the cache serves the whole request
+        return Rebilled(ids=frozenset(), from_history_start=False)
+    return Rebilled(ids=frozenset(item_id for item_id, _ in after[changed:]),
+                    from_history_start=changed <= history_start)
