@@ -67,8 +67,8 @@ CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
 def session_tools(config: SessionConfig) -> list[str]:
     """The tools offered to the model: the configured list, else the mode's default; plus
     spawn_subagent when subagents are enabled."""
-    tools = list(config.tools) if config.tools is not None else (
-        REPLAY_TOOLS if config.replay is not None else WORKSPACE_TOOLS)
+    defaults = REPLAY_TOOLS if config.replay is not None else WORKSPACE_TOOLS
+    tools = list(config.tools if config.tools is not None else defaults)  # a copy: never the module's list
     if config.subagents.enabled and SPAWN_TOOL not in tools:
         tools.append(SPAWN_TOOL)
     return tools
@@ -120,9 +120,10 @@ class SessionWorkflow:
     async def lane_finished(self, ref: HandoffRef) -> None:
         """A subagent lane handed off. A model step waiting for it records it as its tool
         result; otherwise it becomes an item of the lane now."""
+        # a new run learns its children from the checkpoint: wait for it before deciding
+        lane = await self._ready_lane()
         if not self.subagents.arrive(ref) or self.subagents.is_awaited(ref.lane):
             return
-        lane = await self._ready_lane()
         async with lane.lock:
             counts = RepairCounts()
             await self.subagents.record_unawaited(lane, ref.lane, counts)
