@@ -11,12 +11,12 @@ import re
 import uuid
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from workflows.context.engine import ContextReport
 from activities.trajectories import Trajectory
-from workflows.messages import ReplaySpec, SessionConfig, SessionInput, SessionStatus, SubmitRequest, SubmitResult
+from workflows.messages import ChildLane, ReplaySpec, SessionConfig, SessionInput, SessionStatus, SubmitRequest, SubmitResult
 from workflows.session import SessionWorkflow
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -68,7 +68,24 @@ async def status(handle: WorkflowHandle) -> SessionStatus:
 
 
 async def context(handle: WorkflowHandle) -> ContextReport:
-    return await handle.query(SessionWorkflow.context)
+    return await _query_when_ready(handle, SessionWorkflow.context)
+
+
+async def subagents(handle: WorkflowHandle) -> list[ChildLane]:
+    return await _query_when_ready(handle, SessionWorkflow.subagents_status)
+
+
+async def _query_when_ready(handle: WorkflowHandle, query, wait: float = 30.0):
+    """Right after continue-as-new a run restores its checkpoint for a moment (its queries
+    say it is still starting): that is waited for, up to ``wait`` seconds."""
+    deadline = asyncio.get_running_loop().time() + wait
+    while True:
+        try:
+            return await handle.query(query)
+        except WorkflowQueryFailedError as error:
+            if "still starting" not in str(error) or asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def wait_task(handle: WorkflowHandle, task_id: str, *, poll: float = 0.2, on_status=None) -> SessionStatus:

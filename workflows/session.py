@@ -149,6 +149,7 @@ class SessionWorkflow:
 
     @workflow.query
     def subagents_status(self) -> list[ChildLane]:
+        self._lane()  # a run restoring its checkpoint does not know its children yet
         return list(self.subagents.children.values())
 
     @workflow.query

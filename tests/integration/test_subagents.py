@@ -79,7 +79,7 @@ async def test_three_concurrent_subagents_share_the_parent_prefix_and_hand_off(
             assert "Your task:\nInspect module" in request["body"]["messages"][len(spawning)]["content"]
 
     # exactly three handoffs, each the answer of its spawn call; the invalid call was refused
-    lanes = await handle.query(SessionWorkflow.subagents_status)
+    lanes = await sessions.subagents(handle)
     assert sorted((c.lane, c.state) for c in lanes) == [("sub-0001", "completed"), ("sub-0002", "completed"),
                                                         ("sub-0003", "completed")]
     handoffs = await _handoff_rows(store, handle.id)
@@ -117,7 +117,7 @@ async def test_worker_killed_while_subagents_run_still_yields_three_handoffs(
         handle, task_id = await _run(temporal_client, own.task_queue, recordings, server)
         for _ in range(600):
             try:
-                lanes = await handle.query(SessionWorkflow.subagents_status)
+                lanes = await sessions.subagents(handle)
             except RPCError:  # the worker process is still starting
                 lanes = []
             if len(lanes) == 3 and all(c.state == "running" for c in lanes):
@@ -165,7 +165,7 @@ async def test_subagent_terminated_from_outside_is_repaired(temporal_client, set
         server.set_faults("none")
         status = await asyncio.wait_for(sessions.wait_task(handle, task_id), timeout=180)
     assert status.tasks[0].state == "completed", status.tasks[0].error
-    lanes = {c.lane: c for c in await handle.query(SessionWorkflow.subagents_status)}
+    lanes = {c.lane: c for c in await sessions.subagents(handle)}
     assert lanes["sub-0001"].state == "abandoned" and "terminated" in lanes["sub-0001"].reason
     assert lanes["sub-0002"].state == "completed"
     events = await store.list_events(handle.id, limit=10_000)
@@ -203,7 +203,7 @@ async def test_api_spawned_subagent_hands_off_into_the_lane_and_the_cap_is_enfor
         assert "not available in this session" in str(unknown.value.cause)
         server.set_faults("none")
         for _ in range(600):
-            lanes = await handle.query(SessionWorkflow.subagents_status)
+            lanes = await sessions.subagents(handle)
             if lanes[0].state != "running":
                 break
             await asyncio.sleep(0.1)
@@ -250,7 +250,7 @@ async def test_a_later_run_finds_a_subagent_that_died_and_repairs_it_before_the_
     assert recovered == [{"stale_lane_owners": 0, "episodes_closed": 1, "child_lanes_abandoned": 1,
                           "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": ["sub-0001"],
                           "task": None}]
-    lanes = await latest.query(SessionWorkflow.subagents_status)
+    lanes = await sessions.subagents(latest)
     assert [(c.lane, c.state) for c in lanes] == [("sub-0001", "abandoned")]
     report = await sessions.context(latest)
     handoff = next(i for i in report.items if i.id == lanes[0].handoff_item_id)
@@ -283,7 +283,7 @@ async def test_a_running_subagent_survives_continue_as_new_and_hands_off_to_the_
         server.set_faults("none")
         await asyncio.wait_for(sessions.wait_task(latest, task_id), timeout=120)
         for _ in range(600):
-            lanes = await latest.query(SessionWorkflow.subagents_status)
+            lanes = await sessions.subagents(latest)
             if lanes[0].state != "running":
                 break
             await asyncio.sleep(0.1)
