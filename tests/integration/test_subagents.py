@@ -56,6 +56,20 @@ async def _run(client, queue, recordings, server, **subagents):
     return handle, task_id
 
 
+async def _continued_while_the_subagent_runs(client, session_id: str, first_run: str):
+    """Wait until the session continued as new; its subagent sub-0001 must still be running."""
+    latest = client.get_workflow_handle(session_id)
+    for _ in range(600):
+        if (await latest.describe()).run_id != first_run:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the session never continued as new")
+    child = client.get_workflow_handle(f"{session_id}/sub-0001")
+    assert (await child.describe()).status.name == "RUNNING", "the subagent finished too early for this test"
+    return latest, child
+
+
 async def _handoff_rows(store, session_id: str):
     rows = await store.list_items(session_id, lane="main", limit=10_000)
     return [r for r in rows if r.kind == "handoff"]
@@ -230,15 +244,7 @@ async def test_a_later_run_finds_a_subagent_that_died_and_repairs_it_before_the_
         server.set_faults("timeout", count=-1, delay_seconds=0.7)
         await handle.execute_update(SessionWorkflow.spawn_subagent, SpawnRequest(brief="Inspect module 0."))
         first_task = await sessions.submit(handle, parent[0].task)
-        latest = temporal_client.get_workflow_handle(session_id)
-        for _ in range(600):  # the session continued as new while the subagent runs
-            if (await latest.describe()).run_id != first_run:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the session never continued as new")
-        child = temporal_client.get_workflow_handle(f"{session_id}/sub-0001")
-        assert (await child.describe()).status.name == "RUNNING", "the subagent finished too early for this test"
+        latest, child = await _continued_while_the_subagent_runs(temporal_client, session_id, first_run)
         await child.terminate("test: killed from outside")
         server.set_faults("none")
         await asyncio.wait_for(sessions.wait_task(latest, first_task), timeout=120)
@@ -271,15 +277,7 @@ async def test_a_running_subagent_survives_continue_as_new_and_hands_off_to_the_
         server.set_faults("timeout", count=-1, delay_seconds=0.5)
         await handle.execute_update(SessionWorkflow.spawn_subagent, SpawnRequest(brief="Inspect module 0."))
         task_id = await sessions.submit(handle, parent[0].task)
-        latest = temporal_client.get_workflow_handle(session_id)
-        for _ in range(600):
-            if (await latest.describe()).run_id != first_run:
-                break
-            await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the session never continued as new")
-        child = temporal_client.get_workflow_handle(f"{session_id}/sub-0001")
-        assert (await child.describe()).status.name == "RUNNING", "the subagent finished too early for this test"
+        latest, _ = await _continued_while_the_subagent_runs(temporal_client, session_id, first_run)
         server.set_faults("none")
         await asyncio.wait_for(sessions.wait_task(latest, task_id), timeout=120)
         for _ in range(600):

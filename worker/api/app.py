@@ -33,6 +33,7 @@ from activities.store import Store
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError
+from worker.api import subagent_routes
 from worker.api.routes import router
 from worker.api.schemas import Check, Health, Readiness
 from worker.settings import Settings, get_settings
@@ -224,6 +225,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
         return JSONResponse(ready.model_dump(), status_code=200 if t_ok and p_ok else 503)
 
     app.include_router(router)
+    app.include_router(subagent_routes.router)
 
     if STATIC_DIR.is_dir():
         @app.get("/ui", include_in_schema=False)
