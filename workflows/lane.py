@@ -37,6 +37,9 @@ with workflow.unsafe.imports_passed_through():
 # Oversized user input reaches the model as a bounded source reference, not verbatim.
 OVERSIZED_INPUT_CHARS = 32_000
 MAIN_LANE = "main"
+# The fallback's cache-aware sweep (EngineConfig.cache_aware_sweep) plans other compactions,
+# hence other commands: runs of either workflow recorded before it replay with it off.
+CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
 
 
 class Lane:

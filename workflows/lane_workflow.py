@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.config import EngineConfig
     from workflows.context.items import Kind
     from workflows.handoff import brief_message
-    from workflows.lane import Lane
+    from workflows.lane import CACHE_AWARE_SWEEP_PATCH, Lane
     from workflows.lane_state import LaneState
     from workflows.messages import (
         FinishLaneInput,
@@ -30,8 +30,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 LANE_FINISHED_SIGNAL = "lane_finished"
-# Lanes recorded before the fallback's cache-aware sweep replay with it off (as the session does).
-CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
+
 
 
 @workflow.defn(name="LaneWorkflow")

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         SaveCheckpointInput,
         SessionCheckpoint,
     )
-    from workflows.lane import Lane
+    from workflows.lane import CACHE_AWARE_SWEEP_PATCH, Lane
     from workflows.lane_state import LaneState
     from workflows.messages import (
         AppendItemsRequest,
@@ -59,9 +59,6 @@ with workflow.unsafe.imports_passed_through():
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
-# The fallback's cache-aware sweep (EngineConfig.cache_aware_sweep) plans other compactions,
-# hence other commands: runs recorded before it replay with it off (DESIGN §4).
-CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
 
 
 def session_tools(config: SessionConfig) -> list[str]:

@@ -249,10 +249,12 @@ class SubagentHost:
         """Record the handoff of a child that arrived or was lost (once), repairing a lost one."""
         child = self.children[name]
         seq = lane.next_seq()
+        answers_call = group is not None  # the result of its spawn call, else a message of the lane now
         record = RecordHandoffInput(
             session_id=self.config.session_id, lane=lane.data.lane, child_lane=name, item_id=lane.item_id(seq),
-            seq=seq, observation_id=lane.observation_id(seq), task_id=child.task_id if group is not None else
-            lane.state.current_task, tool_call_id=child.tool_call_id if group is not None else None, group=group,
+            seq=seq, observation_id=lane.observation_id(seq), group=group,
+            task_id=child.task_id if answers_call else lane.state.current_task,
+            tool_call_id=child.tool_call_id if answers_call else None,
             model=lane.data.model, preview_chars=lane.preview_chars,
         )
         ref = self._arrived.get(name)
@@ -345,12 +347,10 @@ async def log_recovery(lane: Lane, counts: RepairCounts, stale_lane_owners: int 
 def _loss(error: ChildWorkflowError) -> tuple[str, str]:
     """(the child's new state, why) for a child workflow that ended without a result."""
     cause = error.cause
-    if isinstance(cause, TerminatedError):
-        return "abandoned", "was terminated from outside"
-    if isinstance(cause, CancelledError):
-        return "abandoned", "was cancelled"
-    if isinstance(cause, WorkflowTimeoutError):
-        return "failed", "timed out"
+    for kind, status in ((TerminatedError, "TERMINATED"), (CancelledError, "CANCELED"),
+                         (WorkflowTimeoutError, "TIMED_OUT")):
+        if isinstance(cause, kind):
+            return _lost_status(status)
     if isinstance(cause, ApplicationError):
         return "failed", f"failed: {cause.message}"
     return "failed", f"failed: {cause or error}"

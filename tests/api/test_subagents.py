@@ -6,13 +6,14 @@ import asyncio
 
 import httpx
 
-from tests.integration.subagent_script import child_trajectory, parent_trajectory, write_recordings
+from tests.integration.subagent_script import (
+    child_trajectory,
+    parent_trajectory,
+    replay_field,
+    write_recordings,
+)
 from worker.replay_model import ReplayModelServer
 
-
-def _replay(traj, path, server, subagents=()) -> dict:
-    return {"trajectory_path": str(path), "trajectory_id": traj.id, "model_base_url": server.base_url,
-            "subagents": list(subagents)}
 
 
 async def test_subagent_lanes_over_http(api_stack, tmp_path):
@@ -22,7 +23,7 @@ async def test_subagent_lanes_over_http(api_stack, tmp_path):
     with ReplayModelServer([parent[0], children[0][0]]) as server:
         async with httpx.AsyncClient(base_url=api_stack.base_url, timeout=60, headers=auth_a) as http:
             created = await http.post("/v1/sessions", json={
-                "replay": _replay(*parent, server, [_replay(*children[0], server)]),
+                "replay": replay_field(*parent, server, [replay_field(*children[0], server)]),
                 "tools": "recall", "subagents": {"enabled": True, "max_concurrent": 2}})
             assert created.status_code == 201, created.text
             sid = created.json()["session_id"]

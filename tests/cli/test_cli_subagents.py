@@ -7,21 +7,22 @@ import json
 import time
 
 from tests.cli.test_cli import env, lanes  # noqa: F401  (the module-scoped env fixture)
-from tests.integration.subagent_script import child_trajectory, parent_trajectory, write_recordings
+from tests.integration.subagent_script import (
+    child_trajectory,
+    parent_trajectory,
+    replay_field,
+    write_recordings,
+)
 from worker.cli_sessions import EXIT_API
 from worker.replay_model import ReplayModelServer
 
-
-def _replay(traj, path, server, subagents=()) -> dict:
-    return {"trajectory_path": str(path), "trajectory_id": traj.id, "model_base_url": server.base_url,
-            "subagents": list(subagents)}
 
 
 async def test_subagents_command_spawns_lists_and_shows_a_lane(env, client_a, tmp_path):  # noqa: F811
     parent, children = write_recordings(tmp_path, parent_trajectory([]), [child_trajectory(0)])
     with ReplayModelServer([parent[0], children[0][0]]) as server:
         created = await client_a.create_session(
-            replay=_replay(*parent, server, [_replay(*children[0], server)]), subagents={"enabled": True})
+            replay=replay_field(*parent, server, [replay_field(*children[0], server)]), subagents={"enabled": True})
         sid = created.session_id
         spawned = lanes(env, "subagents", sid, "--spawn", "Inspect module 0.")
         assert spawned.returncode == 0, spawned.stderr

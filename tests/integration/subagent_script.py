@@ -106,3 +106,9 @@ def session_config(session_id: str, parent: tuple[Trajectory, Path], children: l
         replay=spec(*parent, [spec(*c) for c in children]),
         subagents=SubagentSettings(enabled=True, **subagents), **(config or {}),
     )
+
+
+def replay_field(traj: Trajectory, path: Path, server: ReplayModelServer, subagents: list[dict] | None = None) -> dict:
+    """The ``replay`` field of POST /v1/sessions for a recording (and its subagents' ones)."""
+    return {"trajectory_path": str(path), "trajectory_id": traj.id, "model_base_url": server.base_url,
+            "subagents": list(subagents or [])}

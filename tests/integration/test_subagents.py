@@ -56,6 +56,31 @@ async def _run(client, queue, recordings, server, **subagents):
     return handle, task_id
 
 
+async def _spawn_then_continue_as_new(client, queue, recordings, server, *, delay: float):
+    """A session that continues as new every two turns starts subagent sub-0001 through the
+    API, then a task (model calls take ``delay`` s); returns once it continued as new with
+    the subagent still running: (the session's latest handle, the subagent's, the task id)."""
+    parent, children = recordings
+    session_id = sessions.new_session_id("lanes-can")
+    handle = await sessions.start_session(
+        client, session_config(session_id, parent, children, server, config={"turns_per_run": 2}), queue)
+    server.set_faults("timeout", count=-1, delay_seconds=delay)
+    await handle.execute_update(SessionWorkflow.spawn_subagent, SpawnRequest(brief="Inspect module 0."))
+    task_id = await sessions.submit(handle, parent[0].task)
+    latest, child = await _continued_while_the_subagent_runs(client, session_id, handle.result_run_id)
+    return latest, child, task_id
+
+
+async def _once_finished(handle):
+    """The session's subagents once sub-0001 is no longer running (or after 60 s)."""
+    for _ in range(600):
+        lanes = await sessions.subagents(handle)
+        if lanes[0].state != "running":
+            break
+        await asyncio.sleep(0.1)
+    return lanes
+
+
 async def _continued_while_the_subagent_runs(client, session_id: str, first_run: str):
     """Wait until the session continued as new; its subagent sub-0001 must still be running."""
     latest = client.get_workflow_handle(session_id)
@@ -216,11 +241,7 @@ async def test_api_spawned_subagent_hands_off_into_the_lane_and_the_cap_is_enfor
                                         SpawnRequest(brief="x", tools=["write_file"]))
         assert "not available in this session" in str(unknown.value.cause)
         server.set_faults("none")
-        for _ in range(600):
-            lanes = await sessions.subagents(handle)
-            if lanes[0].state != "running":
-                break
-            await asyncio.sleep(0.1)
+        lanes = await _once_finished(handle)
     assert lanes[0].state == "completed" and lanes[0].handoff_item_id is not None
     report = await sessions.context(handle)
     handoff = next(i for i in report.items if i.id == lanes[0].handoff_item_id)
@@ -234,17 +255,11 @@ async def test_a_later_run_finds_a_subagent_that_died_and_repairs_it_before_the_
         temporal_client, settings, store, tmp_path):
     """The run that started the subagent continued as new; the subagent is then terminated, so
     no signal ever comes: the next task's admission asks Temporal, repairs and logs it."""
-    (parent, children) = write_recordings(tmp_path, busy_parent(3), [child_trajectory(0, reads=8)])
-    with ReplayModelServer([parent[0], *(c[0] for c in children)]) as server:
-        session_id = sessions.new_session_id("lanes-can")
-        handle = await sessions.start_session(
-            temporal_client, session_config(session_id, parent, children, server, config={"turns_per_run": 2}),
-            settings.task_queue)
-        first_run = handle.result_run_id
-        server.set_faults("timeout", count=-1, delay_seconds=0.7)
-        await handle.execute_update(SessionWorkflow.spawn_subagent, SpawnRequest(brief="Inspect module 0."))
-        first_task = await sessions.submit(handle, parent[0].task)
-        latest, child = await _continued_while_the_subagent_runs(temporal_client, session_id, first_run)
+    recordings = write_recordings(tmp_path, busy_parent(3), [child_trajectory(0, reads=8)])
+    with ReplayModelServer([recordings[0][0], recordings[1][0][0]]) as server:
+        latest, child, first_task = await _spawn_then_continue_as_new(
+            temporal_client, settings.task_queue, recordings, server, delay=0.7)
+        session_id = latest.id
         await child.terminate("test: killed from outside")
         server.set_faults("none")
         await asyncio.wait_for(sessions.wait_task(latest, first_task), timeout=120)
@@ -267,26 +282,16 @@ async def test_a_later_run_finds_a_subagent_that_died_and_repairs_it_before_the_
 @pytest.mark.usefixtures("worker")
 async def test_a_running_subagent_survives_continue_as_new_and_hands_off_to_the_new_run(
         temporal_client, settings, store, tmp_path):
-    (parent, children) = write_recordings(tmp_path, busy_parent(3), [child_trajectory(0, reads=6)])
-    with ReplayModelServer([parent[0], *(c[0] for c in children)]) as server:
-        session_id = sessions.new_session_id("lanes-can-ok")
-        handle = await sessions.start_session(
-            temporal_client, session_config(session_id, parent, children, server, config={"turns_per_run": 2}),
-            settings.task_queue)
-        first_run = handle.result_run_id
-        server.set_faults("timeout", count=-1, delay_seconds=0.5)
-        await handle.execute_update(SessionWorkflow.spawn_subagent, SpawnRequest(brief="Inspect module 0."))
-        task_id = await sessions.submit(handle, parent[0].task)
-        latest, _ = await _continued_while_the_subagent_runs(temporal_client, session_id, first_run)
+    recordings = write_recordings(tmp_path, busy_parent(3), [child_trajectory(0, reads=6)])
+    with ReplayModelServer([recordings[0][0], recordings[1][0][0]]) as server:
+        latest, _, task_id = await _spawn_then_continue_as_new(
+            temporal_client, settings.task_queue, recordings, server, delay=0.5)
+        session_id = latest.id
         server.set_faults("none")
         await asyncio.wait_for(sessions.wait_task(latest, task_id), timeout=120)
-        for _ in range(600):
-            lanes = await sessions.subagents(latest)
-            if lanes[0].state != "running":
-                break
-            await asyncio.sleep(0.1)
+        lanes = await _once_finished(latest)
     assert [(c.lane, c.state) for c in lanes] == [("sub-0001", "completed")]
-    rows = [r for r in await store.list_items(session_id, lane="main", limit=10_000) if r.kind == "handoff"]
+    rows = await _handoff_rows(store, session_id)
     assert [r.item_id for r in rows] == [lanes[0].handoff_item_id]
     events = await store.list_events(session_id, limit=10_000)
     assert not [e for e in events if e.kind == "context.recovery.completed"]  # nothing needed repair
