@@ -7,6 +7,8 @@ for every projection exactly as the real token-counting activity does.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Literal
 
 from workflows.context import engine as E
 from workflows.context.items import Item, Kind, Projection
@@ -65,7 +67,7 @@ class Sim:
     def decision(self, text: str) -> Item:
         return self._add(Kind.DECISION.value, "user", E.ItemContent(text=text), digest=text[:120])
 
-    def assistant(self, text: str = "", calls: list[tuple[str, str]] = (), **fields) -> Item:
+    def assistant(self, text: str = "", calls: Sequence[tuple[str, str]] = (), **fields) -> Item:
         tool_calls = [E.ToolCall(id=f"call-{self.seq + 1}-{n}", name=name, arguments=args)
                       for n, (name, args) in enumerate(calls)]
         content = E.ItemContent(text=text, tool_calls=tool_calls)
@@ -88,7 +90,7 @@ class Sim:
         result = self.tool(assistant.tool_call_ids[0], output, name=name, arguments=arguments, exit_code=exit_code)
         return assistant, result
 
-    def capability(self, item_id: str, tokens: int, scope: str = "task") -> E.Admission:
+    def capability(self, item_id: str, tokens: int, scope: Literal["step", "task"] = "task") -> E.Admission:
         item = Item(id=item_id, seq=0, kind=Kind.CAPABILITY.value, role="system", tokens={Projection.FULL: tokens})
         self.contents[item_id] = E.ItemContent(text=f"skill {item_id} " + "s" * (tokens * 4))
         return E.admit_capability(self.state, item, scope)
@@ -117,7 +119,7 @@ class Sim:
 
     def messages(self, plan: E.RequestPlan) -> list[dict]:
         items = dict(self.state.items)
-        return E.render_messages(plan.entries, items, self.contents, self.preview)
+        return E.render_messages(plan.pairs, items, self.contents, self.preview)
 
 
 def big(n: int, seed: str = "x") -> str:

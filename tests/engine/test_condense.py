@@ -1,5 +1,7 @@
 """Explicit condensation (condense_context) and the LLM-condensation hand-off."""
 
+from typing import Any
+
 import pytest
 
 from tests.engine.sim import Sim, big
@@ -12,10 +14,10 @@ def _doc(**fields) -> E.MemoryDoc:
     return E.MemoryDoc(**fields)
 
 
-def _two_tasks() -> tuple[Sim, dict]:
+def _two_tasks() -> tuple[Sim, dict[str, Any]]:
     sim = Sim(budget_override=30_000)
     sim.system()
-    ids = {"user1": sim.user("task one: fix auth")}
+    ids: dict[str, Any] = {"user1": sim.user("task one: fix auth")}
     E.begin_task(sim.state, "t1")
     ids["t1"] = [sim.exchange(f"cat src/a{n}.ts", big(600, str(n)), text=f"Reading a{n}") for n in range(6)]
     ids["final1"] = sim.assistant("Task one done: auth fixed.")

@@ -27,7 +27,7 @@ def _child(parent: Sim, shared: list[E.SharedEntry], **overrides) -> Sim:
 
 def _messages(child: Sim, parent: Sim, plan: E.RequestPlan) -> list[dict]:
     items = {**parent.state.items, **child.state.items}
-    return E.render_messages(plan.entries, items, child.contents, parent.preview)
+    return E.render_messages(plan.pairs, items, child.contents, parent.preview)
 
 
 def test_child_request_starts_with_the_parent_request_byte_for_byte():

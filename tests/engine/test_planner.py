@@ -2,6 +2,8 @@
 
 import cProfile
 
+import pytest
+
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
 from workflows.context.items import Projection
@@ -91,9 +93,9 @@ def test_overflow_ladder_minimal_reference_minimises_old_assistant_prose():
 
 
 def test_overflow_recovery_is_full_then_reference_then_minimal_then_terminal():
-    assert E.next_ladder(Projection.FULL) == Projection.REFERENCE
-    assert E.next_ladder(Projection.REFERENCE) == Projection.MINIMAL_REFERENCE
-    assert E.next_ladder(Projection.MINIMAL_REFERENCE) is None
+    assert E.OVERFLOW_LADDER == (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
+    with pytest.raises(ValueError, match="ladder must be"):
+        E.plan_request(Sim().state, ladder=Projection.COMPACT)
 
 
 def test_request_that_cannot_fit_names_the_protected_items():

@@ -7,7 +7,6 @@ import pytest
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
 from workflows.context.items import Item, Projection
-from workflows.context.planner import PlanEntry
 
 
 def test_observation_address_is_canonical():
@@ -75,8 +74,8 @@ def test_oversized_user_input_is_a_bounded_authoritative_source_reference():
     assert len(rendered) < 2600 and text.startswith(rendered.split("Beginning:\n", 1)[1])
 
 
-def _entries(sim: Sim) -> list[PlanEntry]:
-    return sim.request().entries
+def _entries(sim: Sim) -> list[tuple[str, E.Projection]]:
+    return sim.request().pairs
 
 
 def test_assistant_tool_calls_render_as_openai_function_calls():
@@ -107,7 +106,7 @@ def test_omitted_tool_results_drop_the_calls_and_empty_assistant_messages():
     t1 = sim.tool(a1.tool_call_ids[0], "a.py")
     a2 = sim.assistant("", [("bash", '{"command": "cat a.py"}')])
     t2 = sim.tool(a2.tool_call_ids[0], "print(1)")
-    entries = [e for e in _entries(sim) if e.item_id not in (t1.id, t2.id)]
+    entries = [e for e in _entries(sim) if e[0] not in (t1.id, t2.id)]
     messages = E.render_messages(entries, sim.state.items, sim.contents, sim.preview)
     assert messages == [{"role": "user", "content": "go"}, {"role": "assistant", "content": "I will look."}]
 
@@ -116,7 +115,7 @@ def test_tool_message_without_its_call_becomes_a_user_message():
     sim = Sim()
     sim.user("go")
     a1, t1 = sim.exchange("ls", "a.py")
-    entries = [e for e in _entries(sim) if e.item_id != a1.id]
+    entries = [e for e in _entries(sim) if e[0] != a1.id]
     messages = E.render_messages(entries, sim.state.items, sim.contents, sim.preview)
     assert all(m["role"] != "tool" for m in messages)
     assert messages[-1]["role"] == "user" and "a.py" in messages[-1]["content"]

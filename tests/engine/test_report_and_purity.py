@@ -30,7 +30,9 @@ def _session() -> Sim:
         sim.exchange(f"pytest -k t{n}", "1 passed", text=f"test {n}")
     E.record_recall(sim.state, "obs-00003", 0, 100, 1_500)
     sim.capability("schema", 40)
-    sim.apply(E.plan_condense(sim.state, E.MemoryDoc(completed_work=["read eight files"])))
+    plan = E.plan_condense(sim.state, E.MemoryDoc(completed_work=["read eight files"]))
+    assert isinstance(plan, E.CompactionPlan)
+    sim.apply(plan)
     return sim
 
 

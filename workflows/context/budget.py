@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX, chars_to_tokens
 from .items import Item, Kind, Lifecycle, Projection, is_tool_output
+from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX, chars_to_tokens
 
 if TYPE_CHECKING:
     from .ledger import ContextState

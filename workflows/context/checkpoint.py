@@ -55,7 +55,7 @@ class CheckpointData(BaseModel):
     dropped_observations: int = 0  # older references no longer listed (still recallable)
     dropped_episodes: int = 0
 
-    def copy(self) -> CheckpointData:
+    def copy(self) -> CheckpointData:  # type: ignore[override]  # the lists copied, unlike BaseModel.copy
         """An independent copy: the lists are copied, their notes are never mutated."""
         return self.model_copy(update={"episodes": list(self.episodes), "observations": list(self.observations),
                                        "anchors": list(self.anchors)})

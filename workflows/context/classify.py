@@ -120,7 +120,8 @@ def _simple_commands(command: str) -> list[list[str]]:
         tokens = list(lexer)
     except ValueError:  # unbalanced quotes: fall back to whitespace words
         tokens = body_free.replace(";", " ; ").replace("&&", " && ").replace("|", " | ").split()
-    commands, current = [], []
+    commands: list[list[str]] = []
+    current: list[str] = []
     for token in tokens:
         if token in _SEPARATORS:
             if current:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from . import ids
 from .budget import budget, cost, working_set_tokens
+from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
@@ -10,7 +12,6 @@ from .items import Item, Lifecycle, Projection
 from .layout import rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
-from .plan import ApplyResult, CompactionPlan, CreatedItem
 
 MeasuredTokens = dict[str, dict[Projection, int]]
 
@@ -103,7 +104,7 @@ def _replace_generated(
 ) -> None:
     """The one live item of kind ``key`` is replaced (never edited: ids are immutable content)."""
     state.counters.generated_items += 1
-    item_id = f"{state.config.id_prefix}{key}-{state.counters.generated_items}"
+    item_id = ids.generated_item_id(state.config.id_prefix, key, state.counters.generated_items)
     old_id = state.generated_id(key)
     if old_id is not None and old_id in state.items:
         _archive(state, state.items[old_id], f"{key}:replaced-by-{item_id}", result)

@@ -18,12 +18,12 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict
 
 from .budget import cost
+from .compaction_plan import CompactionPlan, Mode, Rejection
 from .draft import Draft
 from .items import Item, Kind, Lifecycle
 from .ledger import ContextState
 from .memory import MemoryDoc, memory_text, validate_memory
 from .passes import archive_episodes, archive_groups
-from .plan import CompactionPlan, Mode, Rejection
 from .text import estimate_tokens, text_hash
 
 MAX_ANCHORS = 12  # newest pinned/user anchors handed to the LLM condenser (DESIGN §7)

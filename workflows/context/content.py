@@ -10,7 +10,7 @@ class ToolCall(BaseModel):
 
     id: str
     name: str
-    arguments: str  # the raw argument string exactly as the model produced it
+    arguments: str = "{}"  # the raw argument string exactly as the model produced it
 
 
 class ItemContent(BaseModel):

@@ -7,14 +7,28 @@ stop as soon as the target is met. ``to_plan`` turns the draft into a ``Compacti
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .budget import budget, cost, working_set_tokens
-from .checkpoint import checkpoint_text
+from .checkpoint import CheckpointData, checkpoint_text
+from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
 from .episodes import EpisodeStatus, markers_text
 from .items import Item, Kind, Lifecycle, Projection
 from .ledger import GENERATED_KINDS, ContextState, lane_items, protected_groups
-from .plan import CompactionPlan, GeneratedText, Mode, Transition
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    """What ``Draft.rollback`` restores: everything a pass may change."""
+
+    changes: dict[str, Transition]
+    lane_tokens: int
+    checkpoint: CheckpointData
+    checkpoint_changed: bool
+    archived_episodes: list[str]
+    passes: list[str]
 
 
 class Draft:
@@ -113,6 +127,17 @@ class Draft:
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, "pass3:rolled-into-summary")
         self.summary.roll(item, self.config.summary_tokens)
         self.summary_changed = True
+        self.invalidate()
+
+    def savepoint(self) -> Savepoint:
+        return Savepoint(dict(self.changes), self.lane_tokens, self.checkpoint.copy(), self.checkpoint_changed,
+                         list(self.archived_episodes), list(self.passes))
+
+    def rollback(self, point: Savepoint) -> None:
+        """Undo every change made since ``point`` (the summary is left alone: no sweep rolls it)."""
+        self.changes, self.lane_tokens = dict(point.changes), point.lane_tokens
+        self.checkpoint, self.checkpoint_changed = point.checkpoint.copy(), point.checkpoint_changed
+        self.archived_episodes, self.passes = list(point.archived_episodes), list(point.passes)
         self.invalidate()
 
     # --- the plan ------------------------------------------------------------------------

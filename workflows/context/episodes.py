@@ -59,7 +59,7 @@ def begin_episode(
     if not episode_id.strip():
         raise EpisodeError("episode id is empty")
     if episode_id in state.episodes:
-        raise EpisodeError(f"episode {episode_id!r} already exists")
+        raise EpisodeError(f"episode {episode_id!r} already exists", conflict=True)
     goal = goal.strip()
     if not goal:
         raise EpisodeError(f"episode {episode_id!r} needs a goal")
@@ -103,7 +103,7 @@ def _check_dependencies(state: ContextState, episode_id: str, kind: EpisodeKind,
         if other.kind != EpisodeKind.EXPLORATION:
             raise EpisodeError(f"episode {episode_id!r} depends on {dep!r}, an action; only explorations qualify")
         if other.status == EpisodeStatus.ACTIVE:
-            raise EpisodeError(f"episode {episode_id!r} depends on {dep!r}, which is still active; end it first")
+            raise EpisodeError(f"episode {episode_id!r} depends on {dep!r}, which is still active; end it first", conflict=True)
         if other.status == EpisodeStatus.ABANDONED:
             raise EpisodeError(f"episode {episode_id!r} depends on {dep!r}, which was abandoned without a conclusion")
 
@@ -114,7 +114,7 @@ def end_episode(state: ContextState, episode_id: str, conclusion: str | None = N
     if episode is None:
         raise EpisodeError(f"unknown episode {episode_id!r}")
     if episode.status != EpisodeStatus.ACTIVE:
-        raise EpisodeError(f"episode {episode_id!r} is not active (it is {episode.status.value})")
+        raise EpisodeError(f"episode {episode_id!r} is not active (it is {episode.status.value})", conflict=True)
     text = (conclusion or "").strip()
     if episode.kind == EpisodeKind.EXPLORATION and not text:
         raise EpisodeError(f"exploration {episode_id!r} must end with a concise conclusion")

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 
 class EngineError(ValueError):
-    """An operation was refused; the state is unchanged."""
+    """An operation was refused; the state is unchanged.
+
+    ``conflict``: the lane's current state is why (the same call may succeed later), as
+    opposed to input that can never be accepted. Callers report the two differently.
+    """
+
+    def __init__(self, message: str, *, conflict: bool = False) -> None:
+        super().__init__(message)
+        self.conflict = conflict
 
 
 class EpisodeError(EngineError):
@@ -27,5 +35,6 @@ class IncompleteCoverageError(TaskError):
         shown = ", ".join(listed[:20]) + (f" and {len(listed) - 20} more" if len(listed) > 20 else "")
         super().__init__(
             f"exhaustive task {task_id!r} cannot end: {len(listed)} unread observation range(s) remain; "
-            f"read them with recall_observation: {shown}"
+            f"read them with recall_observation: {shown}",
+            conflict=True,
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .items import Projection
 from .ledger import ContextState, SharedEntry
-from .planner import PlanEntry, RequestPlan
+from .request_plan import PlanEntry, RequestPlan
 
 
 def fork_prefix(state: ContextState, plan: RequestPlan, max_tokens: int) -> list[SharedEntry] | None:

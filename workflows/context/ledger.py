@@ -110,6 +110,15 @@ def new_state(config: EngineConfig, shared_prefix: list[SharedEntry] | None = No
     return ContextState(config=config, shared_prefix=shared, shared_tokens=sum(e.tokens for e in shared))
 
 
+def kind_problem(kind: str) -> str | None:
+    """Why ``add_item`` refuses items of ``kind`` (None: it accepts them)."""
+    if kind == Kind.CAPABILITY.value:
+        return "is capability context: admit it with admit_capability"
+    if kind in GENERATED_KINDS:
+        return f"has kind {kind!r}, which only the engine generates"
+    return None
+
+
 def add_item(state: ContextState, item: Item, arguments: str | None = None) -> Item:
     """Append one lane item: assign its lifecycle, group, task, episode and entry projection.
 
@@ -121,10 +130,8 @@ def add_item(state: ContextState, item: Item, arguments: str | None = None) -> I
         raise EngineError(f"item {item.id!r} was already added")
     if item.seq <= state.last_seq:
         raise EngineError(f"item {item.id!r} has seq {item.seq}; seqs must increase (last was {state.last_seq})")
-    if item.kind == Kind.CAPABILITY.value:
-        raise EngineError(f"item {item.id!r} is capability context: admit it with admit_capability")
-    if item.kind in GENERATED_KINDS:
-        raise EngineError(f"item {item.id!r} has kind {item.kind!r}, which only the engine generates")
+    if (problem := kind_problem(item.kind)) is not None:
+        raise EngineError(f"item {item.id!r} {problem}")
     if item.observation_id is not None and not OBSERVATION_ID.fullmatch(item.observation_id):
         raise EngineError(f"item {item.id!r}: observation id {item.observation_id!r} must look like 'obs-<id>'")
     item = copy_item(item)

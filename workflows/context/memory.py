@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from .observations import SCHEME, parse_observation_uri
 
@@ -23,20 +24,28 @@ SECTIONS = (
     ("open_questions", "Open questions"),
     ("references", "References"),
 )
+# Bounds of one section: the 2,000-token total bounds a valid memory far below these; they
+# keep a bad document from becoming a large payload before it is measured.
+MAX_ENTRIES = 100
+MAX_ENTRY_CHARS = 8_000
+Entries = Annotated[list[Annotated[str, StringConstraints(max_length=MAX_ENTRY_CHARS)]], Field(max_length=MAX_ENTRIES)]
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _BARE_SCHEMES = re.compile(r"^(file|data|javascript|mailto|about|blob|ftp|ssh|git):", re.IGNORECASE)
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 
 class MemoryDoc(BaseModel):
+    """The memory JSON (``SECTIONS`` in order); ``references`` are observation:// addresses
+    or workspace-relative paths."""
+
     model_config = ConfigDict(extra="forbid")
 
-    completed_work: list[str] = Field(default_factory=list)
-    strategies_and_outcomes: list[str] = Field(default_factory=list)
-    environment_changes: list[str] = Field(default_factory=list)
-    constraints: list[str] = Field(default_factory=list)
-    open_questions: list[str] = Field(default_factory=list)
-    references: list[str] = Field(default_factory=list)
+    completed_work: Entries = Field(default_factory=list)
+    strategies_and_outcomes: Entries = Field(default_factory=list)
+    environment_changes: Entries = Field(default_factory=list)
+    constraints: Entries = Field(default_factory=list)
+    open_questions: Entries = Field(default_factory=list)
+    references: Entries = Field(default_factory=list)
 
 
 def memory_text(doc: MemoryDoc) -> str:

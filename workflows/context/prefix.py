@@ -71,7 +71,7 @@ def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
 
 def first_change(before: list[Entry], after: list[Entry]) -> int:
     """Index in ``after`` of the first entry that differs from ``before`` (its length if none)."""
-    for index, (old, new) in enumerate(zip(before, after)):
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
         if old != new:
             return index
     return min(len(before), len(after))

@@ -8,11 +8,11 @@ the same plan and contents always give the same messages.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from .content import ItemContent, ToolCall
 from .items import Item, Projection, is_tool_output
 from .observations import observation_address, parse_observation_uri, range_address  # noqa: F401  (re-exported)
-from .planner import PlanEntry
 from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
 
 RECALL_HINT = "recall exact ranges with recall_observation(address, offset, limit)"
@@ -121,20 +121,21 @@ def item_message(
     return {"role": item.role, "content": text} if text else None
 
 
-def _paired_calls(
-    entries: list[PlanEntry], items: dict[str, Item], contents: dict[str, ItemContent]
-) -> set[tuple[int, str]]:
+Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a request is made of
+
+
+def _paired_calls(entries: Entries, items: dict[str, Item], contents: dict[str, ItemContent]) -> set[tuple[int, str]]:
     """(entry index of the assistant, call id) for every call answered before the next assistant turn."""
     paired: set[tuple[int, str]] = set()
     assistant_at, open_calls = -1, set()
-    for index, entry in enumerate(entries):
-        item = items[entry.item_id]
-        if entry.projection == Projection.OMITTED:
+    for index, (item_id, projection) in enumerate(entries):
+        item = items[item_id]
+        if projection == Projection.OMITTED:
             continue
         if item.role == "assistant":
-            assistant_at, open_calls = index, {c.id for c in contents[entry.item_id].tool_calls}
+            assistant_at, open_calls = index, {c.id for c in contents[item_id].tool_calls}
         elif item.role == "tool":
-            call_id = _call_id(item, contents[entry.item_id])
+            call_id = _call_id(item, contents[item_id])
             if call_id in open_calls:
                 paired.add((assistant_at, call_id))
                 open_calls.discard(call_id)
@@ -146,12 +147,12 @@ def _call_id(item: Item, content: ItemContent) -> str | None:
 
 
 def render_messages(
-    entries: list[PlanEntry],
+    entries: Entries,
     items: dict[str, Item],
     contents: dict[str, ItemContent],
     preview_chars: int,
 ) -> list[dict]:
-    """OpenAI chat messages for a request plan.
+    """OpenAI chat messages for a request plan's (item id, projection) entries.
 
     Pairing invariant: an assistant message keeps only the calls whose tool message is
     also sent, and a tool message is sent only right after its call; an orphaned result
@@ -169,27 +170,29 @@ def render_messages(
             return
         (deferred if pending and message["role"] != "tool" else messages).append(message)
 
-    for index, entry in enumerate(entries):
-        item, content = items[entry.item_id], contents[entry.item_id]
-        if entry.projection == Projection.OMITTED:
+    for index, (item_id, projection) in enumerate(entries):
+        item, content = items[item_id], contents[item_id]
+        if projection == Projection.OMITTED:
             continue
         if item.role == "assistant":
             # pending is empty here: a call is paired only with a result before the next assistant turn
             keep = [c for c in content.tool_calls if (index, c.id) in paired]
-            emit(item_message(item, content, entry.projection, preview_chars, keep))
+            emit(item_message(item, content, projection, preview_chars, keep))
             pending.update(c.id for c in keep)
         elif item.role == "tool":
             call_id = _call_id(item, content)
             if call_id in pending:
-                messages.append(item_message(item, content, entry.projection, preview_chars))
+                message = item_message(item, content, projection, preview_chars)
+                assert message is not None  # a tool message always renders, empty or not
+                messages.append(message)
                 pending.discard(call_id)
                 if not pending:
                     messages.extend(deferred)
                     deferred.clear()
             else:
-                emit(_orphan_result(item, content, entry.projection, preview_chars))
+                emit(_orphan_result(item, content, projection, preview_chars))
         else:
-            emit(item_message(item, content, entry.projection, preview_chars))
+            emit(item_message(item, content, projection, preview_chars))
     messages.extend(deferred)
     return messages
 

@@ -26,7 +26,7 @@ class SummaryData(BaseModel):
     first_seq: int | None = None
     last_seq: int | None = None
 
-    def copy(self) -> SummaryData:
+    def copy(self) -> SummaryData:  # type: ignore[override]  # the lists copied, unlike BaseModel.copy
         return self.model_copy(update={"lines": list(self.lines)})
 
     def covers(self, seq: int) -> bool:

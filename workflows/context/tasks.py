@@ -33,7 +33,7 @@ class TaskEnd(BaseModel):
 def begin_task(state: ContextState, task_id: str, exhaustive: bool = False) -> None:
     """Start a top-level task; ``exhaustive`` tasks must traverse every required observation."""
     if state.current_task is not None:
-        raise TaskError(f"task {state.current_task!r} is still running; end it before beginning {task_id!r}")
+        raise TaskError(f"task {state.current_task!r} is still running; end it before beginning {task_id!r}", conflict=True)
     if not task_id:
         raise TaskError("task id is empty")
     state.current_task = task_id
@@ -46,7 +46,7 @@ def end_task(state: ContextState, task_id: str, abandoned: bool = False) -> Task
     """End the current task (refused, unchanged, while an exhaustive task has unread ranges,
     unless recovery is abandoning a task whose owner is gone)."""
     if state.current_task != task_id:
-        raise TaskError(f"task {task_id!r} is not the current task (current: {state.current_task!r})")
+        raise TaskError(f"task {task_id!r} is not the current task (current: {state.current_task!r})", conflict=True)
     if state.task_exhaustive and not abandoned:
         unread = {obs: unread_ranges(state, obs) for obs in state.required_coverage}
         unread = {obs: ranges for obs, ranges in unread.items() if ranges}

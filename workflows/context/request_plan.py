@@ -20,6 +20,8 @@ _RANK = {
     Projection.MINIMAL_REFERENCE: 3, Projection.OMITTED: 4,
 }
 _LISTED_PROTECTED = 5
+# Provider overflow recovery re-plans down this ladder; after its last rung the error is terminal.
+OVERFLOW_LADDER = (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
 
 class PlanEntry(BaseModel):
@@ -47,9 +49,14 @@ class RequestPlan(BaseModel):
     fits: bool
     reason: str = ""
 
+    @property
+    def pairs(self) -> list[tuple[str, Projection]]:
+        """(item id, projection) of every entry: what renders the request."""
+        return [(e.item_id, e.projection) for e in self.entries]
+
 
 def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> RequestPlan:
-    if ladder not in (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE):
+    if ladder not in OVERFLOW_LADDER:
         raise ValueError(f"ladder must be full, reference or minimal-reference, got {ladder.value!r}")
     preview = state.config.effective_preview_chars
     newest = state.newest_group
@@ -123,9 +130,3 @@ def _why_not(state: ContextState, plan: RequestPlan, ladder: Projection, newest:
         return f"{head}; protected items alone need {protected_total} tokens and do not fit: {listed}"
     hint = "compact first (plan_fallback), then retry the ladder" if ladder == Projection.FULL else "compact first"
     return f"{head}; protected items need {protected_total} tokens ({listed}); {hint}"
-
-
-def next_ladder(ladder: Projection) -> Projection | None:
-    """Provider overflow recovery: full -> reference -> minimal-reference, then terminal (None)."""
-    steps = {Projection.FULL: Projection.REFERENCE, Projection.REFERENCE: Projection.MINIMAL_REFERENCE}
-    return steps.get(ladder)
