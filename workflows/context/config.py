@@ -18,6 +18,9 @@ class EngineConfig(BaseModel):
     # archiving) what the compaction re-bills anyway: every request entry from its first
     # change on, which the prompt cache cannot serve (passes.sweep_rebilled, prefix.py).
     cache_aware_sweep: bool = True
+    # The sweep's archiving is undone when it would make the request larger (a checkpoint
+    # line can outweigh an already-referenced group).
+    sweep_never_grows: bool = True
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     protected_groups: int = Field(default=4, ge=1)
     summary_tokens: int = Field(default=400, ge=50)

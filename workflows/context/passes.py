@@ -121,15 +121,19 @@ def sweep_rebilled(draft: Draft) -> None:
     The passes' rules hold: the configured newest groups (even after an emergency narrowed
     them) and active episodes are protected, an exploration goes only after the actions
     depending on it, archived outputs stay recallable through the checkpoint. Nothing
-    before the first change is touched, so the cached prefix stays as long as without it.
+    before the first change is touched, so the cached prefix stays as long as without it,
+    and an archive sweep that would make the request larger is undone.
     """
     draft.protected_groups = protected_groups(draft.state, draft.config.protected_groups)
     rebill = rebilled(draft)
     if rebill.from_history_start:
         reason = "pass2:cache-sweep→archived"
+        before, point = draft.total(), draft.savepoint()
         archive_episodes(draft, everything=True, reason=reason)
         archive_groups(draft, everything=True, reason=reason)
-        if any(change.reason == reason for change in draft.changes.values()):
+        if draft.config.sweep_never_grows and draft.total() > before:  # the checkpoint outgrew what left
+            draft.rollback(point)
+        elif any(change.reason == reason for change in draft.changes.values()):
             draft.passes.append("pass2:cache-sweep")
     swept = [item for item in _referenceable(draft) if item.id in rebill.ids]
     if swept:
