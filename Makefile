@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: run test bench test-tools clean
+.PHONY: run test lint bench test-tools clean
 
 # Create the virtualenv and install the project with its test and local extras.
 $(STAMP): pyproject.toml
@@ -20,11 +20,16 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(VENV)/bin/lanes demo $(ARGS)
 
-# The whole suite; the tests start the services they need themselves. Two tests need
-# Debian tools: the inspector's browser test (chromium) and the deploy scripts' lint
-# (shellcheck): installed here when we may (root), else those tests are skipped.
-test: $(STAMP) test-tools
+# The whole suite, after the lint and the type check; the tests start the services they
+# need themselves. Some tests need Debian tools: the inspector's browser test (chromium),
+# the deploy scripts' lint (shellcheck) and the tool sandbox (bubblewrap): installed here
+# when we may (root), else those tests are skipped.
+test: $(STAMP) test-tools lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 test-tools:
 	@missing=""; for tool in chromium shellcheck; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \

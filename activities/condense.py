@@ -29,23 +29,25 @@ from __future__ import annotations
 import re
 import time
 from datetime import timedelta
+from typing import Any, Literal, cast
 
 import openai
+from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import load_items
-from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
+from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.runtime import get_runtime
 from activities.tokens import count_message_tokens, count_text_message_tokens, count_tokens
 from workflows.context.content import ItemContent
+from workflows.context.ids import MAIN_LANE
 from workflows.context.items import Item, Projection, is_tool_output
 from workflows.context.memory import SECTIONS, MemoryDoc, memory_text, parse_memory, validate_memory
 from workflows.context.observations import observation_address
 from workflows.context.render import item_message
-from workflows.messages import CondensationInput, CondensationOutcome
 
 # ApplicationError types raised (the workflow treats all of them as outcome "failed").
 CONDENSER_REJECTED = "CondenserRejected"  # 4xx other than 408/409/429: non-retryable
@@ -61,10 +63,43 @@ _ECHO_CHARS = 4000  # previous invalid answer fed back on the retry, at most
 _ADDRESS = re.compile(r"observation://(obs-[A-Za-z0-9][A-Za-z0-9_.-]*)")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
 
+CondensationStatus = Literal["succeeded", "invalid", "oversized", "unavailable"]
+
+
+class CondensationInput(BaseModel):
+    session_id: str
+    lane: str = MAIN_LANE
+    source_item_ids: list[str]  # the prefix to condense, in seq order
+    anchor_item_ids: list[str] = Field(default_factory=list)  # newest pinned user messages/notes first; first 12 used
+    live_memory_item_id: str | None = None  # the live memory to merge, if any
+    known_observation_ids: list[str] = Field(default_factory=list)  # "obs-..." references may name
+    model: str | None = None  # None: settings.condenser_model
+    base_url: str | None = None  # replay sessions: the replay model server (no API key is sent)
+    condenser_window: int = Field(gt=0)  # input window of the condenser model, tokens
+    reserve_tokens: int = Field(4096, ge=0)  # room for the answer (spec: 4,096)
+    max_memory_tokens: int = Field(2000, gt=0)
+    preview_chars: int = Field(4000, ge=16)  # COMPACT projection size of each source item
+    timeout_seconds: float = Field(120.0, gt=0)  # one HTTP call
+    max_retry_delay_seconds: float = Field(60.0, ge=0)  # a longer Retry-After is not waited for
+    json_mode: bool = True  # send response_format={"type": "json_object"}
+
+
+class CondensationOutcome(BaseModel):
+    status: CondensationStatus
+    memory: dict | None = None  # the validated MemoryDoc (model_dump), when succeeded
+    memory_text: str | None = None  # memory_text(doc): what the memory item will hold
+    memory_tokens: int = 0  # measured like measure_texts does (message overhead included)
+    attempts: int = 0  # model calls made
+    errors: list[str] = Field(default_factory=list)
+    source_tokens: int = 0  # the rendered source transcript
+    request_tokens: int = 0  # the whole first request (system + anchors + memory + source)
+    model: str = ""
+    latency_ms: int = 0
+
+MEMORY_SHAPE = "{" + ", ".join(f'"{field}": [...]' for field, _ in SECTIONS) + "}"  # the engine's memory JSON
 SYSTEM_PROMPT = """You condense the earlier history of a software agent's session into its long-term memory.
 You have no tools. Answer with ONLY one JSON object, no prose and no code fence, of exactly this shape:
-{{"completed_work": [...], "strategies_and_outcomes": [...], "environment_changes": [...],
- "constraints": [...], "open_questions": [...], "references": [...]}}
+{shape}
 Every field is a list of short strings; no other fields are allowed.
 - completed_work: what was done and verified, with results.
 - strategies_and_outcomes: approaches tried and whether they worked (include failures, so they are not repeated).
@@ -131,7 +166,8 @@ def build_messages(inp: CondensationInput, items: dict[str, Item], contents: dic
                     + source_text)
     sections.append("Return the memory JSON object now.")
     return [
-        {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=inp.max_memory_tokens, max_chars=max_chars)},
+        {"role": "system", "content": SYSTEM_PROMPT.format(shape=MEMORY_SHAPE, max_tokens=inp.max_memory_tokens,
+                                                           max_chars=max_chars)},
         {"role": "user", "content": "\n\n".join(sections)},
     ]
 
@@ -193,14 +229,9 @@ def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> Appli
     return ApplicationError(f"condenser call failed: {type(error).__name__}: {error}", type=CONDENSER_UNAVAILABLE)
 
 
-def _is_context_overflow(error: openai.APIStatusError) -> bool:
-    """HTTP 400 "context length exceeded" (the markers of the agent's model calls)."""
-    return error.status_code == 400 and is_context_overflow(error)
-
-
 # --- the activity -----------------------------------------------------------------------
 
-@activity.defn(name="condense_with_llm")
+@activity.defn
 async def condense_with_llm(inp: CondensationInput) -> CondensationOutcome:
     start = time.monotonic()
     try:
@@ -219,7 +250,8 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
     model = inp.model or settings.condenser_model
     if inp.base_url:
         # replay: never send the real key to another endpoint
-        base_url, api_key = inp.base_url, "replay"
+        base_url: str | None = inp.base_url
+        api_key: str | None = "replay"
         if inp.base_url == settings.openai_base_url and settings.openai_api_key:
             api_key = settings.openai_api_key.get_secret_value()
     else:
@@ -251,7 +283,7 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
     messages = build_messages(inp, items, contents, anchors, source_text, allowed)
     source_tokens = count_tokens(source_text, model)
     request_tokens = sum(count_message_tokens(m, model) for m in messages)
-    base = dict(model=model, source_tokens=source_tokens, request_tokens=request_tokens)
+    base = {"model": model, "source_tokens": source_tokens, "request_tokens": request_tokens}
     if request_tokens + inp.reserve_tokens > inp.condenser_window:
         return CondensationOutcome(status="oversized", **base, errors=[
             f"request {request_tokens} tokens (source {source_tokens}) + reserve {inp.reserve_tokens} "
@@ -268,13 +300,13 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
             async with heartbeating():
                 response = await client.chat.completions.create(
                     model=model,
-                    messages=conversation,
-                    max_tokens=max_output if max_output else openai.NOT_GIVEN,
-                    response_format={"type": "json_object"} if inp.json_mode else openai.NOT_GIVEN,
+                    messages=cast(list[Any], conversation),  # chat messages, as dicts
+                    max_tokens=max_output if max_output else openai.omit,
+                    response_format={"type": "json_object"} if inp.json_mode else openai.omit,
                 )
         except openai.APIStatusError as error:
-            if _is_context_overflow(error):
-                metrics.observe_model_call("condenser", time.monotonic() - call_start, "ContextLengthExceeded")
+            if is_context_overflow(error):
+                metrics.observe_model_call("condenser", time.monotonic() - call_start, CONTEXT_LENGTH_EXCEEDED)
                 return CondensationOutcome(status="oversized", attempts=attempt, **base,
                                            errors=[*errors, f"provider: {error.message}"])
             mapped = map_condenser_error(error, inp.max_retry_delay_seconds)

@@ -1,17 +1,26 @@
-"""Storing items and rendering plans: the bridge between engine metadata and content.
+"""Items: storing their content, measuring them, and the activities that bring them in.
 
 An item row in PostgreSQL holds the exact content (``ItemContent``) and the static
-metadata the renderer needs (``Item`` as it was created). The workflow only ever
-sees the ``Item`` with its measured token costs.
+metadata the renderer needs (``Item`` as it was created). The workflow only ever sees
+the ``Item`` with its measured token costs. The workflow chooses every id; each write is
+idempotent, so a retried activity stores nothing twice and reports the same metadata.
 """
 
 from __future__ import annotations
 
-from activities.store import EventRow, ItemRow, Store
-from activities.tokens import count_message_tokens
+from pydantic import BaseModel, Field
+from temporalio import activity
+
+from activities.runtime import get_runtime
+from activities.store import MAX_RECALL_CHARS, EventRow, ItemRow, ObservationNotFound, Store
+from activities.tokens import count_message_tokens, count_text_message_tokens
+from workflows import rejections
+from workflows.context import ids
+from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
-from workflows.context.items import Item, Projection
+from workflows.context.items import Item, Kind, Projection
 from workflows.context.render import item_message
+from workflows.contract import ExternalItem
 
 MEASURED_PROJECTIONS = (
     Projection.FULL,
@@ -20,6 +29,76 @@ MEASURED_PROJECTIONS = (
     Projection.MINIMAL_REFERENCE,
 )
 DIGEST_CHARS = 100
+ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
+
+
+# --- payloads ------------------------------------------------------------------------------
+
+
+class ToolCallRef(BaseModel):
+    """A tool call as the workflow sees it: the arguments travel only for tools the
+    workflow runs itself (the rest stay in PostgreSQL with the assistant item)."""
+
+    id: str
+    name: str
+    arguments: str | None = None
+
+
+class StoredItem(BaseModel):
+    """Metadata an activity returns after it stored an item's content."""
+
+    item: Item
+    tool_calls: list[ToolCallRef] = Field(default_factory=list)
+
+
+class StoreTextInput(BaseModel):
+    """A user or system text (a submitted message, a system prompt, a subagent's brief)."""
+
+    session_id: str
+    lane: str = ids.MAIN_LANE
+    observation_id: str | None = None  # set for oversized input: the exact text is archived there
+    item_id: str
+    seq: int
+    task_id: str
+    text: str
+    kind: str = "user"
+    role: str = "user"
+    model: str
+    preview_chars: int
+
+
+class GeneratedItem(BaseModel):
+    item: Item
+    text: str
+    number: int  # the engine's counter of generated items: their seq in the generated lane
+
+
+class GeneratedItemsInput(BaseModel):
+    session_id: str
+    lane: str = ids.MAIN_LANE
+    items: list[GeneratedItem]
+
+
+class MeasureTextsInput(BaseModel):
+    model: str
+    texts: dict[str, str]
+
+
+class IngestItemsInput(BaseModel):
+    session_id: str
+    lane: str = ids.MAIN_LANE
+    model: str
+    preview_chars: int
+    task_id: str | None
+    first_seq: int
+    items: list[ExternalItem]
+    # Per item: its id, and the observation that archives it (tool output). Empty in inputs
+    # scheduled by workers older than these fields; those are derived the same way below.
+    item_ids: list[str] = Field(default_factory=list)
+    observation_ids: list[str] = Field(default_factory=list)
+
+
+# --- content helpers -----------------------------------------------------------------------
 
 
 def digest_of(content: ItemContent) -> str:
@@ -71,7 +150,7 @@ def item_event(item: Item, lane: str) -> EventRow:
     return EventRow(
         lane=lane,
         seq=item.seq,
-        event_id=f"evt-{item.id}",
+        event_id=ids.item_event_id(item.id),
         kind="item.added",
         payload={"item_id": item.id, "kind": item.kind, "tokens": item.tokens.get(Projection.FULL, 0)},
     )
@@ -116,3 +195,106 @@ async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tupl
     items = {i: Item.model_validate(r.content["meta"]) for i, r in rows.items()}
     contents = {i: ItemContent.model_validate(r.content["content"]) for i, r in rows.items()}
     return items, contents
+
+
+async def read_whole(store: Store, session_id: str, obs_id: str) -> str:
+    """The whole text of an observation, read in bounded slices."""
+    parts, offset = [], 0
+    while True:
+        piece = await store.read_observation(session_id, obs_id, offset, MAX_RECALL_CHARS)
+        parts.append(piece.text)
+        if piece.eof or piece.next_offset is None:
+            return "".join(parts)
+        offset = piece.next_offset
+
+
+# --- activities ----------------------------------------------------------------------------
+
+
+@activity.defn
+async def store_text(inp: StoreTextInput) -> Item:
+    """Store a user or system text as an item of the lane."""
+    runtime = await get_runtime()
+    content = ItemContent(text=inp.text)
+    item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
+    if inp.observation_id is not None:
+        # Oversized input stays exact in storage and reaches the model as a bounded source reference.
+        await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
+        item = item.model_copy(update={"observation_id": inp.observation_id})
+    item = finish_item(item, content, inp.preview_chars, inp.model)
+    return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
+
+
+@activity.defn(name="store_user_message")
+async def store_user_message(inp: StoreTextInput) -> Item:
+    """``store_text`` under its former name, which runs recorded before the rename still call."""
+    return await store_text(inp)
+
+
+@activity.defn
+async def measure_texts(inp: MeasureTextsInput) -> dict[str, int]:
+    """Token cost of texts the engine generated (checkpoint, summary), as full messages."""
+    return {key: count_text_message_tokens(text, inp.model) for key, text in inp.texts.items()}
+
+
+@activity.defn(name="store_generated_items")
+async def store_generated_items(inp: GeneratedItemsInput) -> int:
+    """Store the content of items a compaction created so requests can render them.
+
+    Generated items live in their own lane: their seq in the engine repeats the lane
+    position they were made at, so they cannot share it.
+    """
+    runtime = await get_runtime()
+    rows = [
+        item_row(g.item.model_copy(update={"seq": g.number}), ItemContent(text=g.text), ids.generated_lane(inp.lane))
+        for g in inp.items
+    ]
+    return await runtime.store.put_items(inp.session_id, rows)
+
+
+@activity.defn
+async def ingest_items(inp: IngestItemsInput) -> list[Item]:
+    """Store the items an external agent appended and measure them.
+
+    Content arrives inline or by reference to an observation the API already wrote;
+    tool output is archived as an observation either way, so it is recallable.
+    """
+    store = (await get_runtime()).store
+    count = len(inp.items)
+    item_ids = inp.item_ids or [ids.item_id(inp.lane, inp.first_seq + n) for n in range(count)]
+    obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
+                                      for n in range(count)]
+    calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
+    stored: list[Item] = []
+    for offset, ext in enumerate(inp.items):
+        seq = inp.first_seq + offset
+        item_id = item_ids[offset]
+        text = ext.text
+        if ext.content_ref is not None:
+            try:
+                text = await read_whole(store, inp.session_id, ext.content_ref)
+            except ObservationNotFound:
+                raise rejections.invalid_input(
+                    f"content_ref {ext.content_ref} is not stored for this session") from None
+        content = ItemContent(text=text or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
+                              tool_name=ext.tool_name)
+        calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
+        item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
+                    task=inp.task_id)
+        if ext.kind == Kind.ASSISTANT.value:
+            item = item.model_copy(update={"group": seq, "tool_call_ids": [c.id for c in ext.tool_calls]})
+        elif ext.kind == Kind.TOOL_RESULT.value:
+            name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
+            obs_id = ext.content_ref or obs_ids[offset]
+            if ext.content_ref is None:
+                await store.put_observation(inp.session_id, obs_id, item_id, content.text)
+            item = item.model_copy(update={
+                "tool_name": ext.tool_name or name,
+                "tool_call_ids": [ext.tool_call_id] if ext.tool_call_id else [],
+                "exit_code": ext.exit_code,
+                "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
+                "observation_id": obs_id,
+            })
+        item = finish_item(item, content, inp.preview_chars, inp.model)
+        stored.append(await store_item(store, inp.session_id, inp.lane, item, content))
+    return stored

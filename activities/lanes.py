@@ -15,16 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.items import finish_item, load_item, store_item, stored_item
+from activities.items import finish_item, load_item, read_whole, store_item, stored_item
 from activities.runtime import get_runtime
 from activities.store import EventRow, Store
-from activities.tools import read_whole
+from workflows.context import ids
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, ToolClass
 from workflows.handoff import (
@@ -34,27 +34,73 @@ from workflows.handoff import (
     handoff_text,
     parse_handoff,
 )
-from workflows.messages import (
-    CloseLaneEpisodesInput,
-    FinishLaneInput,
-    HandoffRef,
-    LaneStatus,
-    RecordHandoffInput,
-)
+from workflows.lane_events import EPISODE_ABANDONED, EPISODE_BEGUN, EPISODE_ENDED
+from workflows.lane_payloads import HandoffRef
+from workflows.tools import SPAWN_TOOL
 
 log = logging.getLogger(__name__)
 
-SPAWN_TOOL = "spawn_subagent"
 NO_ANSWER = "the subagent ended without an answer"
-EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED = "episode.begun", "episode.ended", "episode.abandoned"
+HANDOFF_MISSING = "HandoffMissing"  # non-retryable: no retry makes a missing handoff appear
+HANDOFF_INVALID = "HandoffInvalid"
+LANE_REPAIR_CONFLICT = "LaneRepairConflict"
 # Concurrent repairs of one lane can pick the same recovery seq; the loser re-reads and
 # writes again. Two rounds settle it in practice; the bound only stops a livelock.
 _REPAIR_ROUNDS = 5
 
 
+# --- payloads ----------------------------------------------------------------------------
+
+
+class FinishLaneInput(BaseModel):
+    """Turn a child's final answer (or its failure) into its handoff item."""
+
+    session_id: str
+    lane: str
+    workflow_id: str
+    final_item_id: str | None  # the child's last assistant answer, when it gave one
+    failure: str | None = None  # why the child could not finish
+    handoff_item_id: str
+    handoff_seq: int
+    task_id: str
+    model: str
+    preview_chars: int
+
+
+class RecordHandoffInput(BaseModel):
+    """Record a child's handoff as one item of the parent's lane."""
+
+    session_id: str
+    lane: str  # the parent's lane
+    child_lane: str
+    item_id: str
+    seq: int
+    observation_id: str
+    task_id: str | None
+    tool_call_id: str | None  # answers this spawn_subagent call (else a user-role item)
+    group: int | None = None
+    source_item_id: str | None = None  # the child's handoff item
+    handoff: Handoff | None = None  # or this one (a lane that died without handing off)
+    model: str
+    preview_chars: int
+
+
+class CloseLaneEpisodesInput(BaseModel):
+    session_id: str
+    lane: str
+    reason: str
+    repair_id: str  # deterministic id of this repair; events carry it so a retried call reports the same episodes
+
+
+class LaneStatus(BaseModel):
+    workflow_id: str
+    status: str  # RUNNING / COMPLETED / FAILED / TERMINATED / CANCELED / TIMED_OUT / CONTINUED_AS_NEW / NOT_FOUND
+    handoff: HandoffRef | None = None  # a completed child's result
+
+
 # --- the child's handoff ------------------------------------------------------------------
 
-@activity.defn(name="finish_lane")
+@activity.defn
 async def finish_lane(inp: FinishLaneInput) -> HandoffRef:
     """Store the child's handoff as the last item of its lane (idempotent)."""
     store = (await get_runtime()).store
@@ -107,7 +153,7 @@ def _ref(inp: FinishLaneInput, handoff: Handoff) -> HandoffRef:
 
 # --- its record in the parent -------------------------------------------------------------
 
-@activity.defn(name="record_handoff")
+@activity.defn
 async def record_handoff(inp: RecordHandoffInput) -> Item:
     """Record a child's handoff as one item of the parent's lane (idempotent)."""
     store = (await get_runtime()).store
@@ -169,26 +215,26 @@ async def _source_handoff(store: Store, inp: RecordHandoffInput) -> Handoff:
     # Retrying cannot make a missing or malformed handoff appear: fail for the workflow to decide.
     if inp.source_item_id is None:
         raise ApplicationError(f"no handoff given for lane {inp.child_lane} (neither a handoff nor its item)",
-                               type="HandoffMissing", non_retryable=True)
+                               type=HANDOFF_MISSING, non_retryable=True)
     source = await load_item(store, inp.session_id, inp.source_item_id)
     if source is None:
         raise ApplicationError(f"handoff item {inp.source_item_id} of lane {inp.child_lane} is not stored",
-                               type="HandoffMissing", non_retryable=True)
+                               type=HANDOFF_MISSING, non_retryable=True)
     try:
         return Handoff.model_validate_json(source[1].text)
     except ValidationError as error:
         raise ApplicationError(f"item {inp.source_item_id} of lane {inp.child_lane} is not a handoff: "
-                               f"{error.errors()[:1]}", type="HandoffInvalid", non_retryable=True) from error
+                               f"{error.errors()[:1]}", type=HANDOFF_INVALID, non_retryable=True) from error
 
 
 # --- recovery -----------------------------------------------------------------------------
 
-@activity.defn(name="close_lane_episodes")
+@activity.defn
 async def close_lane_episodes(inp: CloseLaneEpisodesInput) -> list[str]:
     """Abandon the episodes a dead lane left open; returns the ids this repair abandoned
     (the same list when retried, since its events carry ``repair_id``)."""
     store = (await get_runtime()).store
-    events_lane, recovery_lane = f"{inp.lane}:events", f"{inp.lane}:recovery"
+    events_lane, recovery_lane = ids.events_lane(inp.lane), ids.recovery_lane(inp.lane)
     for _ in range(_REPAIR_ROUNDS):
         log_events = await store.lane_events(inp.session_id, [events_lane],
                                              [EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED])
@@ -196,22 +242,22 @@ async def close_lane_episodes(inp: CloseLaneEpisodesInput) -> list[str]:
         begun: list[str] = []  # in begun order (by seq)
         closed: set[str] = set()
         for event in log_events + recovery:
-            episode_id = event.payload.get("episode_id")
+            episode_id = str(event.payload.get("episode_id"))
             if event.kind == EPISODE_BEGUN and episode_id not in begun:
                 begun.append(episode_id)
             elif event.kind in (EPISODE_ENDED, EPISODE_ABANDONED):
                 closed.add(episode_id)
         still_open = [e for e in begun if e not in closed]
         if not still_open:
-            return [e.payload.get("episode_id") for e in recovery
+            return [str(e.payload.get("episode_id")) for e in recovery
                     if e.kind == EPISODE_ABANDONED and e.payload.get("repair_id") == inp.repair_id]
         first = max((e.seq for e in recovery), default=-1) + 1
-        rows = [EventRow(lane=recovery_lane, seq=seq, event_id=f"evt-{recovery_lane}-{seq:06d}", kind=EPISODE_ABANDONED,
+        rows = [EventRow(lane=recovery_lane, seq=seq, event_id=ids.event_id(recovery_lane, seq), kind=EPISODE_ABANDONED,
                          payload={"episode_id": episode_id, "reason": inp.reason, "repair_id": inp.repair_id})
                 for seq, episode_id in enumerate(still_open, start=first)]
         await store.append_events(inp.session_id, rows)  # a row whose seq was taken meanwhile is dropped
     raise ApplicationError(f"lane {inp.lane}: open episodes kept changing while being closed",
-                           type="LaneRepairConflict")
+                           type=LANE_REPAIR_CONFLICT)
 
 
 # --- what became of the children ----------------------------------------------------------
@@ -222,7 +268,7 @@ class LaneInspector:
     def __init__(self, client: Client) -> None:
         self.client = client
 
-    @activity.defn(name="describe_lanes")
+    @activity.defn
     async def describe_lanes(self, workflow_ids: list[str]) -> list[LaneStatus]:
         return list(await asyncio.gather(*(self._describe(wid) for wid in workflow_ids)))
 

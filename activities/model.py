@@ -8,35 +8,57 @@ what can succeed later (timeouts, 408/409/429, 5xx, garbage) and nothing else.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any, cast
 
 import openai
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.heartbeat import heartbeating
-from activities.items import finish_item, load_items, store_item, stored_item
-from activities.plans import materialize_plan
-from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
+from activities.items import StoredItem, ToolCallRef, finish_item, store_item, stored_item
+from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
+from activities.requests import PlanDelta, materialise, resolve_plan
 from activities.runtime import get_runtime
-from activities.tokens import count_message_tokens, count_tool_definitions
-from activities.tool_specs import MAX_WORKFLOW_TOOL_ARGUMENTS, WORKFLOW_TOOLS, tool_specs
 from workflows.context.content import ItemContent, ToolCall
+from workflows.context.ids import MAIN_LANE, MAX_WORKFLOW_TOOL_ARGUMENTS
 from workflows.context.items import Item, Kind
-from workflows.context.planner import PlanEntry
-from workflows.context.render import render_messages
-from workflows.messages import ModelCallInput, ModelCallResult, StoredItem, ToolCallRef
+from workflows.contract import ReplaySpec
+from workflows.tools import WORKFLOW_TOOLS
 
 # Error types the workflow reacts to (ApplicationError.type).
-CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
-MODEL_REQUEST_REJECTED = "ModelRequestRejected"
-MODEL_ANSWER_INVALID = "ModelAnswerInvalid"
+MODEL_REQUEST_REJECTED = "ModelRequestRejected"  # a 4xx no retry can fix
+MODEL_ANSWER_INVALID = "ModelAnswerInvalid"  # garbage: retried
+
+
+class ModelCallInput(BaseModel):
+    session_id: str
+    lane: str = MAIN_LANE
+    plan: PlanDelta
+    response_item_id: str
+    response_seq: int
+    task_id: str
+    model: str
+    max_output_tokens: int
+    preview_chars: int
+    tools: list[str]
+    replay: ReplaySpec | None = None
+    replay_turn: int = 0
+
+
+class ModelCallResult(BaseModel):
+    stored: StoredItem
+    finish_reason: str | None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    request_tokens: int  # our own count of what was sent
 
 def map_provider_error(error: openai.APIError) -> ApplicationError:
     """Translate a provider error into what Temporal should do about it."""
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
-        if status == 400 and is_context_overflow(error):
+        if is_context_overflow(error):
             return ApplicationError(
                 f"provider rejected the request as too long: {error.message}",
                 type=CONTEXT_LENGTH_EXCEEDED,
@@ -91,7 +113,7 @@ def _result(item: Item, content: ItemContent, finish_reason: str | None, request
     )
 
 
-@activity.defn(name="call_model")
+@activity.defn
 async def call_model(inp: ModelCallInput) -> ModelCallResult:
     runtime = await get_runtime()
     store = runtime.store
@@ -100,12 +122,9 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
         item, content = done
         return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
 
-    entries = await materialize_plan(store, inp.session_id, inp.lane, inp.plan)
-    items, contents = await load_items(store, inp.session_id, [item_id for item_id, _ in entries])
-    plan = [PlanEntry(item_id=item_id, projection=projection, tokens=0) for item_id, projection in entries]
-    messages = render_messages(plan, items, contents, inp.preview_chars)
-    tools = tool_specs(inp.tools)
-    request_tokens = sum(count_message_tokens(m, inp.model) for m in messages) + count_tool_definitions(tools, inp.model)
+    entries = await resolve_plan(store, inp.session_id, inp.lane, inp.plan)
+    request = await materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools,
+                                model=inp.model)
 
     if inp.replay is not None:
         client = client_for(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)
@@ -123,8 +142,8 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
             async with heartbeating():
                 response = await client.chat.completions.create(
                     model=inp.model,
-                    messages=messages,
-                    tools=tools or openai.NOT_GIVEN,
+                    messages=cast(list[Any], request.messages),  # the renderer's chat messages, as dicts
+                    tools=cast(list[Any], request.tools) or openai.omit,
                     max_tokens=inp.max_output_tokens,
                     extra_headers=headers,
                 )
@@ -151,7 +170,7 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
         item,
         content,
         response.choices[0].finish_reason,
-        request_tokens,
+        request.total_tokens,
         getattr(usage, "prompt_tokens", None),
         getattr(details, "cached_tokens", None),
     )

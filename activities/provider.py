@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import openai
 
@@ -18,9 +18,15 @@ OVERFLOW_MARKERS = (
     "context window",
 )
 RETRYABLE_STATUS = {408, 409, 429}
+# The error type of a request the provider refused as too long (non-retryable: the agent
+# loop answers it with the overflow ladder, the condenser with "oversized").
+CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
 
 
 def is_context_overflow(error: openai.APIStatusError) -> bool:
+    """HTTP 400 with one of the overflow messages providers use."""
+    if error.status_code != 400:
+        return False
     code = getattr(error, "code", None) or ""
     text = f"{code} {error.message}".lower()
     return any(marker in text for marker in OVERFLOW_MARKERS)
@@ -52,5 +58,5 @@ def retry_after_seconds(error: openai.APIStatusError) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

@@ -1,36 +1,68 @@
-"""What activities share inside one worker process: its settings and its store.
+"""What activities share inside one worker process: their settings and the store.
 
-The worker configures it once at start; activities call :func:`get_runtime`.
+The worker configures it once at start (``configure_runtime``); activities call
+:func:`get_runtime`. The settings are whatever the process read (``worker.settings``):
+activities only need the fields of :class:`ActivitySettings`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
+from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 
 from activities.store import Store, get_store
-from worker.settings import Settings, get_settings
 
-_settings: Settings | None = None
+# An error no retry can fix: the worker process is set up wrong.
+WORKER_MISCONFIGURED = "WorkerMisconfigured"
+
+
+class ActivitySettings(Protocol):
+    @property
+    def database_url(self) -> str | None: ...
+    @property
+    def openai_base_url(self) -> str | None: ...
+    @property
+    def openai_api_key(self) -> SecretStr | None: ...
+    @property
+    def condenser_model(self) -> str: ...
+    @property
+    def model_timeout_seconds(self) -> float: ...
+    @property
+    def workspace_root(self) -> Path | None: ...
+
+
+_settings: ActivitySettings | None = None
 
 
 @dataclass(frozen=True)
 class Runtime:
-    settings: Settings
+    settings: ActivitySettings
     store: Store
 
+    @property
+    def workspace_root(self) -> Path:
+        if self.settings.workspace_root is None:
+            raise misconfigured("the workspace root is not set (LANES_WORKSPACE_ROOT)")
+        return self.settings.workspace_root
 
-def configure_runtime(settings: Settings) -> None:
-    """Use these settings (instead of the environment's) in this process."""
+
+def configure_runtime(settings: ActivitySettings) -> None:
+    """Use these settings in this process (the worker calls it before it polls)."""
     global _settings
     _settings = settings
 
 
+def misconfigured(message: str) -> ApplicationError:
+    return ApplicationError(message, type=WORKER_MISCONFIGURED, non_retryable=True)
+
+
 async def get_runtime() -> Runtime:
-    settings = _settings or get_settings()
-    if not settings.database_url:
-        raise ApplicationError(
-            "DATABASE_URL is not set in the worker process", type="WorkerMisconfigured", non_retryable=True
-        )
-    return Runtime(settings, await get_store(settings.database_url))
+    if _settings is None:
+        raise misconfigured("activities run in a process that never called configure_runtime")
+    if not _settings.database_url:
+        raise misconfigured("DATABASE_URL is not set in the worker process")
+    return Runtime(_settings, await get_store(_settings.database_url))

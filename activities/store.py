@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib.resources import files
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 from pydantic import BaseModel, Field
-
-from worker.settings import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +42,28 @@ DEFAULT_RECALL_CHARS = 16_384
 MIGRATION_LOCK_KEY = 0x6C616E6573  # "lanes": pg_advisory_xact_lock key for migrations
 _INT4_MAX = 2**31 - 1
 _WRAP_KEY = "__lanes_json_b64__"  # lossless wrapper for JSON that jsonb would reject
+REDACTED = "**********"
 
 T = TypeVar("T")
+
+
+def redact_url(url: str | None) -> str | None:
+    """Mask the password of a URL or DSN (``user:pw@`` and ``?password=``)."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            userinfo, _, hostinfo = netloc.rpartition("@")
+            netloc = f"{userinfo.split(':', 1)[0]}:{REDACTED}@{hostinfo}"
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if any(k.lower() == "password" for k, _ in query):
+            query = [(k, REDACTED if k.lower() == "password" else v) for k, v in query]
+            parts = parts._replace(query=urlencode(query, safe="/:*"))
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        return REDACTED
 
 
 class StoreError(RuntimeError):
@@ -228,7 +247,7 @@ class Store:
 
     @classmethod
     async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10,
-                   application_name: str = "context-lanes", retry_for: float = 15.0) -> "Store":
+                   application_name: str = "context-lanes", retry_for: float = 15.0) -> Store:
         """Create the pool and apply pending migrations."""
         try:
             pool = await asyncpg.create_pool(

@@ -11,22 +11,55 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from pydantic import BaseModel
 from temporalio import activity
 
 from activities import metrics
 from activities.heartbeat import heartbeating
-from activities.items import finish_item, load_item, store_item, stored_item
+from activities.items import StoredItem, finish_item, load_item, read_whole, store_item, stored_item
 from activities.runtime import get_runtime
-from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, Store
-from activities.trajectories import ToolResultRec, load_trajectory, recorded_outputs
+from activities.store import DEFAULT_RECALL_CHARS, ObservationNotFound, Store
 from activities.workspace import ToolInputError, ToolOutput, Workspace, parse_arguments
+from recordings import ToolResultRec, load_trajectory, recorded_outputs
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
+from workflows.context.ids import MAIN_LANE
 from workflows.context.items import Item, Kind
 from workflows.context.observations import parse_observation_uri, range_address
-from workflows.messages import RecallMark, StoredItem, ToolRunInput, ToolRunResult
+from workflows.contract import ReplaySpec
+from workflows.tools import RECALL_TOOL
 
-RECALL_TOOL = "recall_observation"
+
+class ToolRunInput(BaseModel):
+    session_id: str
+    lane: str = MAIN_LANE
+    call_id: str
+    tool_name: str
+    assistant_item_id: str
+    result_item_id: str
+    result_seq: int
+    observation_id: str
+    task_id: str
+    group: int
+    model: str
+    preview_chars: int
+    replay: ReplaySpec | None = None
+    output: str | None = None  # set: the workflow already ran the tool; store this as its result
+    exit_code: int = 0
+
+
+class RecallMark(BaseModel):
+    """What a recall_observation call read (coverage of exhaustive tasks)."""
+
+    observation_id: str
+    offset: int
+    limit: int
+    total_chars: int
+
+
+class ToolRunResult(BaseModel):
+    stored: StoredItem
+    recall: RecallMark | None = None  # set for recall_observation: what was read
 
 
 @functools.lru_cache(maxsize=32)
@@ -55,16 +88,6 @@ async def recall(store: Store, session_id: str, arguments: str) -> tuple[ToolOut
     return ToolOutput(header + piece.text, 0), mark
 
 
-async def read_whole(store: Store, session_id: str, obs_id: str) -> str:
-    parts, offset = [], 0
-    while True:
-        piece = await store.read_observation(session_id, obs_id, offset, MAX_RECALL_CHARS)
-        parts.append(piece.text)
-        if piece.eof or piece.next_offset is None:
-            return "".join(parts)
-        offset = piece.next_offset
-
-
 def _replayed(inp: ToolRunInput) -> tuple[ToolOutput, str]:
     assert inp.replay is not None
     record = _recorded(inp.replay.trajectory_path).get(inp.call_id)
@@ -91,7 +114,7 @@ async def _execute(inp: ToolRunInput, store: Store, arguments: str, workspace_ro
     return output, "tool", None
 
 
-@activity.defn(name="run_tool")
+@activity.defn
 async def run_tool(inp: ToolRunInput) -> ToolRunResult:
     runtime = await get_runtime()
     store = runtime.store
@@ -105,7 +128,7 @@ async def run_tool(inp: ToolRunInput) -> ToolRunResult:
 
     arguments = await _arguments(store, inp)
     async with heartbeating():
-        output, role, mark = await _execute(inp, store, arguments, runtime.settings.workspace_root)
+        output, role, mark = await _execute(inp, store, arguments, runtime.workspace_root)
     # Recall output is a slice of an observation that is already archived: point at it.
     if mark is not None:
         observation_id = mark.observation_id

@@ -43,8 +43,8 @@ def sources_digest() -> dict:
 
     digest = hashlib.sha256()
     files = sorted((REPO / "workflows" / "context").glob("*.py")) + [
-        REPO / "activities" / name for name in ("items.py", "tokens.py", "trajectories.py")
-    ] + [REPO / "worker" / "offline_replay.py"]
+        REPO / "activities" / name for name in ("items.py", "tokens.py")
+    ] + sorted((REPO / "recordings").glob("*.py")) + sorted((REPO / "worker" / "replay").glob("*.py"))
     for path in files:
         digest.update(path.relative_to(REPO).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     try:

@@ -18,8 +18,8 @@ import time
 
 from _results import machine, sources_digest, update_block, write_json
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT
-from worker.offline_replay import default_jobs, engine_config, replay_paths
+from recordings import DEFAULT_TRAJECTORY_ROOT
+from worker.replay.simulator import default_jobs, engine_config, replay_paths
 
 VARIANTS: list[tuple[str, dict]] = [
     ("engine defaults", {}),

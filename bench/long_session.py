@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import sys
@@ -23,13 +24,13 @@ import uuid
 from pathlib import Path
 
 from activities.store import close_stores
-from activities.synthetic_trajectory import synthetic_trajectory
-from activities.trajectories import dump_trajectory, load_trajectory
+from recordings import dump_trajectory, load_trajectory, synthetic_trajectory
 from worker import sessions
-from worker.offline_replay import iter_requests, lane_batches
-from worker.replay_model import ReplayModelServer
+from worker.local.stack import Stack
+from worker.replay.model_server import ReplayModelServer
+from worker.replay.recorded_lane import lane_batches
+from worker.replay.simulator import iter_requests
 from worker.settings import Settings
-from worker.stack import Stack
 from worker.worker import build_worker, connect
 
 RESULTS = Path(__file__).resolve().parent / "results" / "long-session.json"
@@ -55,7 +56,7 @@ async def run(turns: int, budget: int, tmp: Path, stack: Stack) -> dict:
                 stamps.setdefault(int(turn), time.perf_counter())
             return original(headers, body)
 
-        server.state.record = record
+        server.state.record = record  # type: ignore[method-assign]
         async with build_worker(client, settings):
             session_id = f"long-{uuid.uuid4().hex[:8]}"
             handle = await sessions.start_session(
@@ -75,7 +76,7 @@ async def run(turns: int, budget: int, tmp: Path, stack: Stack) -> dict:
         await close_stores()
     offline = list(iter_requests(trajectory, "lanes", budget, batches=lane_batches(trajectory, session_id)))
     ordered = [stamps[t] for t in sorted(stamps)]
-    gaps = [(b - a) * 1000 for a, b in zip(ordered, ordered[1:])]
+    gaps = [(b - a) * 1000 for a, b in itertools.pairwise(ordered)]
     size = max(1, len(gaps) // BUCKETS)
     buckets = [
         {"turns": f"{i * size}-{min(len(gaps), (i + 1) * size) - 1}",

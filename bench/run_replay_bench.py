@@ -1,6 +1,6 @@
 """Replay benchmark: full vs masking-10 vs lanes over every recorded trajectory.
 
-Runs the offline replay (``lanes replay``, :mod:`worker.offline_replay`) over the whole
+Runs the offline replay (``lanes replay``, :mod:`worker.replay.simulator`) over the whole
 trajectory folder at budgets 16,000 and 32,000, writes
 ``bench/results/replay-<budget>.json`` (the ``lanes replay --json`` object plus a
 per-folder breakdown, the cost ratios and how the run went) and the ``replay`` block of
@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 
 from _results import machine, sources_digest, update_block, write_json
-
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT
-from worker.offline_replay import FileResult, ReplayReport, default_jobs, replay_paths
+from recordings import DEFAULT_TRAJECTORY_ROOT
+from worker.replay.simulator import FileResult, ReplayReport, default_jobs, replay_paths
 
 POLICIES = ["full", "masking-10", "lanes"]
 BUDGETS = [16_000, 32_000]

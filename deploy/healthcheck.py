@@ -67,7 +67,7 @@ def check_api(timeout: float) -> str | None:
     port = os.environ.get("LANES_API_PORT", "8000")
     url = f"http://127.0.0.1:{port}/healthz"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 (fixed local URL)
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
             if 200 <= resp.status < 300:
                 return None
             return f"{url} answered {resp.status}"

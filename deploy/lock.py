@@ -39,7 +39,7 @@ def _applies(req: Requirement, extras: set[str]) -> bool:
     if req.marker is None:
         return True
     env = default_environment()
-    return any(req.marker.evaluate({**env, "extra": extra}) for extra in (extras or {""}))
+    return any(req.marker.evaluate({**env, "extra": extra}) for extra in (extras or {""}))  # type: ignore[dict-item]
 
 
 def closure(roots: list[Requirement]) -> dict[str, str]:
@@ -59,7 +59,7 @@ def closure(roots: list[Requirement]) -> dict[str, str]:
         try:
             dist = metadata.distribution(req.name)
         except metadata.PackageNotFoundError:
-            raise SystemExit(f"lock: {req.name} is required but not installed in {sys.prefix}")
+            raise SystemExit(f"lock: {req.name} is required but not installed in {sys.prefix}") from None
         if not req.specifier.contains(dist.version, prereleases=True):
             raise SystemExit(f"lock: installed {req.name}=={dist.version} does not satisfy {req}")
         pins[name] = dist.version
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     text = render()
     if args.check:
         current = args.output.read_text() if args.output.exists() else ""
-        strip = lambda s: [l for l in s.splitlines() if l and not l.startswith("#")]  # noqa: E731
+        strip = lambda s: [line for line in s.splitlines() if line and not line.startswith("#")]  # noqa: E731
         if strip(current) != strip(text):
             print(f"{args.output} is out of date: run .venv/bin/python deploy/lock.py", file=sys.stderr)
             return 1

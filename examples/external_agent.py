@@ -21,12 +21,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from worker.client import LanesClient, assistant_item, tool_result_item, user_item  # noqa: E402
+from lanes_client.client import LanesClient, assistant_item, tool_result_item, user_item
 
 OUTPUT_LIMIT = 200_000  # characters of one tool output; larger output is cut (the API stores it exactly)
 
@@ -39,12 +40,13 @@ async def run_agent(task: str, lanes: LanesClient, model: openai.AsyncOpenAI, *,
     await lanes.append_items(sid, [user_item(task)])
     for _ in range(max_turns):
         request = await lanes.next_request(sid)  # messages + tools, compacted when needed
-        reply = await model.chat.completions.create(model=request.model, messages=request.messages,
-                                                    tools=request.tools)
+        reply = await model.chat.completions.create(model=request.model, messages=cast(Any, request.messages),
+                                                    tools=cast(Any, request.tools))
         message = reply.choices[0].message
+        calls = [c for c in message.tool_calls or () if c.type == "function"]
         results = [tool_result_item(call.id, call.function.name,
                                     *await run_tool(call.function.name, call.function.arguments, workdir, lanes, sid))
-                   for call in message.tool_calls or ()]
+                   for call in calls]
         await lanes.append_items(sid, [assistant_item(message), *results])
         if not message.tool_calls:
             return sid, message.content or ""

@@ -24,8 +24,15 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.store import Store
-from worker.stack import PostgresHandle, create_database, drop_database, free_port, run_sync, start_postgres, \
-    start_temporal
+from worker.local.stack import (
+    PostgresHandle,
+    create_database,
+    drop_database,
+    free_port,
+    run_sync,
+    start_postgres,
+    start_temporal,
+)
 
 INTEGRATION_FIXTURES = {"postgres_server", "database_url", "store", "temporal_address", "temporal_client"}
 

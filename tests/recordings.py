@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
+from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
 
 # 53 recorded tool-calling steps, 40 k characters of tool output
 LONG_TRAJECTORY = (

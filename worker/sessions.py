@@ -14,9 +14,17 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from recordings import Trajectory
 from workflows.context.engine import ContextReport
-from activities.trajectories import Trajectory
-from workflows.messages import ChildLane, ReplaySpec, SessionConfig, SessionInput, SessionStatus, SubmitRequest, SubmitResult
+from workflows.contract import (
+    ChildLane,
+    ReplaySpec,
+    SessionConfig,
+    SessionInput,
+    SessionStatus,
+    SubmitRequest,
+    SubmitResult,
+)
 from workflows.session import SessionWorkflow
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -99,7 +107,7 @@ async def wait_task(handle: WorkflowHandle, task_id: str, *, poll: float = 0.2, 
         if on_status is not None:
             await on_status(current)
         task = next((t for t in current.tasks if t.task_id == task_id), None)
-        if task is not None and task.state in ("completed", "failed"):
+        if task is not None and task.finished:
             return current
         await asyncio.sleep(poll)
 

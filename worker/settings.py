@@ -29,12 +29,12 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REDACTED = "**********"
+from activities.store import REDACTED, redact_url
+
 _URL_FIELDS = ("database_url", "openai_base_url")
 
 
@@ -84,7 +84,7 @@ class Settings(BaseSettings):
         return data
 
     @model_validator(mode="after")
-    def _resolve(self) -> "Settings":
+    def _resolve(self) -> Settings:
         data_dir = self.data_dir.expanduser()
         if not data_dir.is_absolute():
             data_dir = Path.cwd() / data_dir
@@ -112,25 +112,6 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (read once; ``get_settings.cache_clear()`` to re-read)."""
     return Settings()
-
-
-def redact_url(url: str | None) -> str | None:
-    """Mask the password of a URL or DSN (``user:pw@`` and ``?password=``)."""
-    if not url:
-        return url
-    try:
-        parts = urlsplit(url)
-        netloc = parts.netloc
-        if parts.password is not None:
-            userinfo, _, hostinfo = netloc.rpartition("@")
-            netloc = f"{userinfo.split(':', 1)[0]}:{REDACTED}@{hostinfo}"
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        if any(k.lower() == "password" for k, _ in query):
-            query = [(k, REDACTED if k.lower() == "password" else v) for k, v in query]
-            parts = parts._replace(query=urlencode(query, safe="/:*"))
-        return urlunsplit(parts._replace(netloc=netloc))
-    except ValueError:
-        return REDACTED
 
 
 def redacted(settings: Settings | None = None) -> dict[str, Any]:

@@ -17,10 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import condense, ingest, lanes, model, tools
+from activities.lanes import LaneInspector
 from activities.runtime import configure_runtime
 from activities.store import close_stores
 from worker.settings import Settings, get_settings
+from workflows.activity_calls import ACTIVITIES
 from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
 
@@ -35,22 +36,6 @@ log = logging.getLogger("lanes.worker")
 # terminationGracePeriodSeconds, compose stop_grace_period: grace + 20 s).
 SHUTDOWN_SLACK_SECONDS = 15.0
 
-ACTIVITIES = [
-    ingest.start_session,
-    ingest.store_user_message,
-    ingest.measure_texts,
-    ingest.store_generated_items,
-    ingest.record_events,
-    ingest.ingest_items,
-    ingest.save_checkpoint,
-    ingest.load_checkpoint,
-    model.call_model,
-    tools.run_tool,
-    condense.condense_with_llm,
-    lanes.finish_lane,
-    lanes.record_handoff,
-    lanes.close_lane_episodes,
-]
 WORKFLOWS = [SessionWorkflow, LaneWorkflow]
 
 
@@ -69,7 +54,7 @@ def build_worker(client: Client, settings: Settings, **options) -> Worker:
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
         # describe_lanes asks Temporal about subagent lanes with this worker's client
-        activities=[*ACTIVITIES, lanes.LaneInspector(client).describe_lanes],
+        activities=[*ACTIVITIES, LaneInspector(client).describe_lanes],
         # Let in-flight activities finish on SIGTERM before the worker goes away.
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
         **options,

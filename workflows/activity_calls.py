@@ -1,7 +1,9 @@
-"""Every activity the workflows call, with its timeouts and retry policy in one place.
+"""Every activity the workflows call, by typed reference, with its timeouts and retry
+policy in one place. Each helper has its activity's name; the worker registers exactly
+the activities listed in ``ACTIVITIES`` (a test holds the two together).
 
-Activities are named by string so that workflow code never imports their modules
-(openai, asyncpg...) into the sandbox.
+The activity modules are imported passed through the sandbox: workflow code only takes
+their names, payload types and error types from them.
 """
 
 from __future__ import annotations
@@ -12,31 +14,25 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
+    from activities import condense, events, items, lanes, model, sessions, tools
+    from activities.provider import CONTEXT_LENGTH_EXCEEDED
+    from activities.runtime import WORKER_MISCONFIGURED
+    from workflows import rejections
     from workflows.context.items import Item
-    from workflows.messages import (
-        CloseLaneEpisodesInput,
-        CondensationInput,
-        CondensationOutcome,
-        EventsInput,
-        EventSpec,
-        FinishLaneInput,
-        GeneratedItemsInput,
-        HandoffRef,
-        IngestItemsInput,
-        MeasureTextsInput,
-        ModelCallInput,
-        ModelCallResult,
-        LaneStatus,
-        RecordHandoffInput,
-        SessionStartInput,
-        SessionStartResult,
-        StoreUserMessageInput,
-        ToolRunInput,
-        ToolRunResult,
-    )
+    from workflows.lane_payloads import HandoffRef
+    from workflows.session_checkpoint import SessionCheckpoint
 
-CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
+# Every activity a worker must register for these workflows: the helpers below call them.
+ACTIVITIES = (
+    sessions.start_session, sessions.save_checkpoint, sessions.load_checkpoint,
+    items.store_text, items.store_user_message, items.ingest_items, items.measure_texts,
+    items.store_generated_items, events.record_events, model.call_model, tools.run_tool,
+    condense.condense_with_llm, lanes.finish_lane, lanes.record_handoff, lanes.close_lane_episodes,
+)
+# Gates the activity name of store_text (it was "store_user_message" before, also for
+# system prompts and briefs): runs recorded with the old name replay with it.
+STORE_TEXT_PATCH = "store-text-activity"
+
 # Long activities heartbeat every 2 s: a killed worker's call is retried elsewhere
 # after this, not after its whole start-to-close timeout.
 HEARTBEAT_TIMEOUT = timedelta(seconds=10)
@@ -48,123 +44,118 @@ MODEL_RETRY = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
     maximum_attempts=8,
-    non_retryable_error_types=["ModelRequestRejected", CONTEXT_LENGTH_EXCEEDED, "WorkerMisconfigured"],
+    non_retryable_error_types=[model.MODEL_REQUEST_REJECTED, CONTEXT_LENGTH_EXCEEDED, WORKER_MISCONFIGURED],
 )
 IO_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=30),
-    non_retryable_error_types=["WorkerMisconfigured", "ItemInputError", "CheckpointNotFound", "HandoffMissing"],
+    non_retryable_error_types=[WORKER_MISCONFIGURED, rejections.INVALID_INPUT, sessions.CHECKPOINT_NOT_FOUND,
+                               lanes.HANDOFF_MISSING],
+)
+CONDENSE_RETRY = RetryPolicy(  # a provider failure is retried once, then the caller falls back
+    initial_interval=timedelta(seconds=1),
+    maximum_attempts=2,
+    non_retryable_error_types=[condense.CONDENSER_REJECTED, condense.CONDENSER_RATE_LIMITED,
+                               condense.CONDENSATION_INPUT_ERROR, WORKER_MISCONFIGURED],
 )
 
 
-async def start_session(inp: SessionStartInput) -> SessionStartResult:
+async def start_session(inp: sessions.SessionStartInput) -> sessions.SessionStartResult:
     return await workflow.execute_activity(
-        "start_session", inp, result_type=SessionStartResult,
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        sessions.start_session, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"register {inp.session_id}")
 
 
-async def store_text(inp: StoreUserMessageInput) -> Item:
+async def store_text(inp: items.StoreTextInput) -> Item:
+    activity = items.store_text if workflow.patched(STORE_TEXT_PATCH) else items.store_user_message
     return await workflow.execute_activity(
-        "store_user_message", inp, result_type=Item,
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        activity, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"{inp.kind} text {inp.item_id}")
 
 
-async def ingest_items(inp: IngestItemsInput) -> list[Item]:
+async def ingest_items(inp: items.IngestItemsInput) -> list[Item]:
     return await workflow.execute_activity(
-        "ingest_items", inp, result_type=list[Item],
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        items.ingest_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"{len(inp.items)} external items from seq {inp.first_seq}")
 
 
-async def measure_texts(model: str, texts: dict[str, str]) -> dict[str, int]:
+async def measure_texts(model_name: str, texts: dict[str, str]) -> dict[str, int]:
     return await workflow.execute_activity(
-        "measure_texts", MeasureTextsInput(model=model, texts=texts), result_type=dict[str, int],
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        items.measure_texts, items.MeasureTextsInput(model=model_name, texts=texts),
+        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=f"measure {', '.join(texts)}")
 
 
-async def store_generated(inp: GeneratedItemsInput) -> None:
+async def store_generated_items(inp: items.GeneratedItemsInput) -> None:
     await workflow.execute_activity(
-        "store_generated_items", inp,
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        items.store_generated_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=", ".join(g.item.id for g in inp.items))
 
 
-async def record_events(session_id: str, events: list[EventSpec]) -> None:
-    if events:
+async def record_events(session_id: str, specs: list[events.EventSpec]) -> None:
+    if specs:
         await workflow.execute_activity(
-            "record_events", EventsInput(session_id=session_id, events=events),
+            events.record_events, events.EventsInput(session_id=session_id, events=specs),
             start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-        )
+            summary=", ".join(dict.fromkeys(e.kind for e in specs)))
 
 
-async def save_checkpoint(inp: SaveCheckpointInput) -> None:
+async def save_checkpoint(inp: sessions.SaveCheckpointInput) -> None:
     await workflow.execute_activity(
-        "save_checkpoint", inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        sessions.save_checkpoint, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=inp.checkpoint_id)
 
 
-async def load_checkpoint(inp: LoadCheckpointInput) -> SessionCheckpoint:
+async def load_checkpoint(inp: sessions.LoadCheckpointInput) -> SessionCheckpoint:
     return await workflow.execute_activity(
-        "load_checkpoint", inp, result_type=SessionCheckpoint,
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        sessions.load_checkpoint, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=inp.checkpoint_id)
 
 
-async def condense_with_llm(inp: CondensationInput) -> CondensationOutcome:
-    """One bounded condensation; Temporal retries a provider failure once, then the
-    caller treats the error as a failed attempt and falls back."""
+async def condense_with_llm(inp: condense.CondensationInput) -> condense.CondensationOutcome:
+    """One bounded condensation; a provider failure is retried once, then the caller
+    treats the error as a failed attempt and falls back."""
     return await workflow.execute_activity(
-        "condense_with_llm", inp, result_type=CondensationOutcome,
+        condense.condense_with_llm, inp,
         start_to_close_timeout=timedelta(seconds=inp.timeout_seconds * 2 + 10),
-        heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2,
-                                 non_retryable_error_types=["CondenserRejected", "CondenserRateLimited",
-                                                            "CondensationInputError", "WorkerMisconfigured"]),
-    )
+        heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=CONDENSE_RETRY,
+        summary=f"condense {len(inp.source_item_ids)} items of {inp.lane}")
 
 
-async def call_model(inp: ModelCallInput) -> ModelCallResult:
+async def call_model(inp: model.ModelCallInput) -> model.ModelCallResult:
     return await workflow.execute_activity(
-        "call_model", inp, result_type=ModelCallResult,
-        start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=MODEL_RETRY,
-    )
+        model.call_model, inp, start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=MODEL_RETRY, summary=f"{inp.lane} turn {inp.replay_turn}: plan {inp.plan.version}")
 
 
-async def run_tool(inp: ToolRunInput) -> ToolRunResult:
+async def run_tool(inp: tools.ToolRunInput) -> tools.ToolRunResult:
     return await workflow.execute_activity(
-        "run_tool", inp, result_type=ToolRunResult,
-        start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        tools.run_tool, inp, start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=IO_RETRY, summary=f"{inp.tool_name} {inp.call_id}")
 
 
 # --- subagent lanes ---------------------------------------------------------------------
 
 
-async def finish_lane(inp: FinishLaneInput) -> HandoffRef:
+async def finish_lane(inp: lanes.FinishLaneInput) -> HandoffRef:
     return await workflow.execute_activity(
-        "finish_lane", inp, result_type=HandoffRef, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        lanes.finish_lane, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"handoff of {inp.lane}")
 
 
-async def record_handoff(inp: RecordHandoffInput) -> Item:
+async def record_handoff(inp: lanes.RecordHandoffInput) -> Item:
     return await workflow.execute_activity(
-        "record_handoff", inp, result_type=Item, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        lanes.record_handoff, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"handoff of {inp.child_lane} into {inp.lane}")
 
 
-async def close_lane_episodes(inp: CloseLaneEpisodesInput) -> list[str]:
+async def close_lane_episodes(inp: lanes.CloseLaneEpisodesInput) -> list[str]:
     return await workflow.execute_activity(
-        "close_lane_episodes", inp, result_type=list[str],
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+        lanes.close_lane_episodes, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"close episodes of {inp.lane}")
 
 
-async def describe_lanes(workflow_ids: list[str]) -> list[LaneStatus]:
-    return await workflow.execute_activity(
-        "describe_lanes", workflow_ids, result_type=list[LaneStatus],
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-    )
+async def describe_lanes(workflow_ids: list[str]) -> list[lanes.LaneStatus]:
+    return await workflow.execute_activity_method(
+        lanes.LaneInspector.describe_lanes, workflow_ids, start_to_close_timeout=SHORT_IO_TIMEOUT,
+        retry_policy=IO_RETRY, summary=f"describe {len(workflow_ids)} lanes")

@@ -14,29 +14,20 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
+from activities.items import ToolCallRef
+from activities.model import ModelCallInput, ModelCallResult
+from activities.provider import CONTEXT_LENGTH_EXCEEDED
+from activities.tools import ToolRunInput, ToolRunResult
 from workflows import activity_calls as calls
 from workflows.context import engine
 from workflows.context.errors import EngineError
-from workflows.context.items import Item, Projection
+from workflows.context.items import Item
+from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.lane import Lane
-from workflows.lane_events import event
-from workflows.messages import (
-    CompactionSettings,
-    ModelCallInput,
-    ModelCallResult,
-    ReplaySpec,
-    ToolCallRef,
-    ToolRunInput,
-    ToolRunResult,
-)
-
-CONDENSE_TOOL = "condense_context"
-SPAWN_TOOL = "spawn_subagent"
-EPISODE_TOOLS = ("begin_episode", "end_episode")
-# The provider-overflow ladder: after these two retries the error is terminal.
-OVERFLOW_LADDER = (Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
+from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
+from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, SPAWN_TOOL
 
 
 @dataclass(frozen=True)
@@ -107,7 +98,7 @@ class AgentLoop:
         """The model's answer and the plan that was sent (down the overflow ladder if needed)."""
         s = self.settings
         response_seq = lane.next_seq()
-        ladder: list[Projection] = [Projection.FULL, *OVERFLOW_LADDER]
+        ladder = engine.OVERFLOW_LADDER
         for step, projection in enumerate(ladder):
             plan = engine.plan_request(lane.state, ladder=projection)
             try:
@@ -130,7 +121,7 @@ class AgentLoop:
                 return answer, plan
             except ActivityError as error:
                 cause = error.cause
-                overflow = isinstance(cause, ApplicationError) and cause.type == calls.CONTEXT_LENGTH_EXCEEDED
+                overflow = isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH_EXCEEDED
                 if not overflow:
                     raise
                 last = step == len(ladder) - 1
@@ -172,20 +163,20 @@ class AgentLoop:
             if not isinstance(args, dict):
                 raise ValueError("arguments must be a JSON object")
             episode_id = _text(args, "episode_id")
-            if name == "begin_episode":
+            if name == BEGIN_EPISODE_TOOL:
                 depends_on = args.get("depends_on") or []
                 if not isinstance(depends_on, list) or not all(isinstance(d, str) for d in depends_on):
                     raise ValueError("depends_on must be a list of episode ids")
                 episode = engine.begin_episode(lane.state, episode_id, _text(args, "kind"), _text(args, "goal"),
                                                depends_on)
-                await lane.log_event("episode.begun", {"episode_id": episode.id, "kind": episode.kind.value,
+                await lane.log_event(EPISODE_BEGUN, {"episode_id": episode.id, "kind": episode.kind.value,
                                                        "goal": episode.goal, "depends_on": episode.depends_on})
                 return f"episode {episode.id} ({episode.kind.value}) begun", 0
             conclusion = args.get("conclusion")
             if conclusion is not None and not isinstance(conclusion, str):
                 raise ValueError("conclusion must be text")
             episode = engine.end_episode(lane.state, episode_id, conclusion)
-            await lane.log_event("episode.ended", {"episode_id": episode.id})
+            await lane.log_event(EPISODE_ENDED, {"episode_id": episode.id})
             return f"episode {episode.id} ended", 0
         except (ValueError, EngineError) as error:
             return f"{name} refused: {error}", 1
@@ -225,7 +216,7 @@ def _text(args: dict, key: str) -> str:
 
 def describe(error: ActivityError) -> str:
     """The innermost application error of a failed activity, for a task's error message."""
-    cause = error.cause
-    while cause is not None and cause.cause is not None and not isinstance(cause, ApplicationError):
+    cause: BaseException | None = error.cause
+    while isinstance(cause, FailureError) and cause.cause is not None and not isinstance(cause, ApplicationError):
         cause = cause.cause
     return str(cause or error)

@@ -15,31 +15,25 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.condense import CondensationInput, CondensationOutcome
+    from activities.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
+    from activities.requests import PlanDelta
     from workflows import activity_calls as calls
-    from workflows.context import engine
+    from workflows.context import engine, ids
+    from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
     from workflows.context.items import Item, Kind, Projection
-    from workflows.context.plan import ApplyResult, CompactionPlan, Rejection
-    from workflows.lane_events import compaction_events, event
+    from workflows.contract import CompactionSettings, CondenseResult, ExternalItem
+    from workflows.lane_events import EPISODE_ABANDONED, compaction_events, event
     from workflows.lane_state import LaneState
-    from workflows.messages import (
-        CompactionSettings,
-        CondensationInput,
-        CondensationOutcome,
-        CondenseResult,
-        ExternalItem,
-        GeneratedItem,
-        GeneratedItemsInput,
-        IngestItemsInput,
-        PlanDelta,
-        StoreUserMessageInput,
-    )
 
-# Oversized user input reaches the model as a bounded source reference, not verbatim.
-OVERSIZED_INPUT_CHARS = 32_000
-MAIN_LANE = "main"
-# The fallback's cache-aware sweep (EngineConfig.cache_aware_sweep) plans other compactions,
-# hence other commands: runs of either workflow recorded before it replay with it off.
-CACHE_AWARE_SWEEP_PATCH = "cache-aware-sweep"
+# Engine behaviours that plan other compactions (hence other commands) than the code
+# recorded histories ran: each is on only in runs that started after it existed
+# (EngineConfig option -> workflow.patched id). Decided once per run, in this order.
+ENGINE_PATCHES = {"cache_aware_sweep": "cache-aware-sweep", "sweep_never_grows": "sweep-never-grows"}
+
+
+def patched_engine_options() -> dict[str, bool]:
+    return {option: workflow.patched(patch_id) for option, patch_id in ENGINE_PATCHES.items()}
 
 
 class Lane:
@@ -67,22 +61,13 @@ class Lane:
 
     @property
     def event_lane(self) -> str:
-        """Engine events are logged apart from the item events, which use item seqs."""
-        return f"{self.data.lane}:events"
-
-    @property
-    def is_main(self) -> bool:
-        return self.data.lane == MAIN_LANE
+        return ids.events_lane(self.data.lane)
 
     def item_id(self, seq: int) -> str:
-        # item ids are unique in the session: a subagent lane's carry its lane name
-        return f"itm-{seq:06d}" if self.is_main else f"{self.data.lane}-itm-{seq:06d}"
+        return ids.item_id(self.data.lane, seq)
 
     def observation_id(self, seq: int) -> str:
-        # observation ids are global in the store: the session id (and lane) make them unique
-        if self.is_main:
-            return f"obs-{self.data.session_id}-{seq:06d}"
-        return f"obs-{self.data.session_id}-{self.data.lane}-{seq:06d}"
+        return ids.observation_id(self.data.session_id, self.data.lane, seq)
 
     # --- items -------------------------------------------------------------------------
 
@@ -90,7 +75,7 @@ class Lane:
         """Store a user/system text and add it to the engine."""
         seq = self.next_seq()
         item = await calls.store_text(
-            StoreUserMessageInput(
+            StoreTextInput(
                 session_id=self.data.session_id,
                 lane=self.data.lane,
                 item_id=self.item_id(seq),
@@ -101,15 +86,14 @@ class Lane:
                 role=role,
                 model=self.data.model,
                 preview_chars=self.preview_chars,
-                observation_id=self.observation_id(seq) if len(text) > OVERSIZED_INPUT_CHARS else None,
+                observation_id=self.observation_id(seq) if len(text) > ids.OVERSIZED_INPUT_CHARS else None,
             )
         )
         return engine.add_item(self.state, item)
 
     async def add_external(self, items: list[ExternalItem]) -> list[Item]:
         """Items an external agent appended: stored and measured by an activity first."""
-        first = self.data.next_seq
-        self.data.next_seq += len(items)
+        seqs = [self.next_seq() for _ in items]
         stored = await calls.ingest_items(
             IngestItemsInput(
                 session_id=self.data.session_id,
@@ -117,8 +101,10 @@ class Lane:
                 model=self.data.model,
                 preview_chars=self.preview_chars,
                 task_id=self.state.current_task,
-                first_seq=first,
+                first_seq=seqs[0],
                 items=items,
+                item_ids=[self.item_id(seq) for seq in seqs],
+                observation_ids=[self.observation_id(seq) for seq in seqs],
             )
         )
         return [engine.add_item(self.state, item) for item in stored]
@@ -226,7 +212,7 @@ class Lane:
     async def log_abandoned_episodes(self, episode_ids: list[str], reason: str) -> None:
         """Episodes a task end or a recovery closed: the event log says so (the inspector and
         a parent repairing this lane read episode state from it)."""
-        events = [event("episode.abandoned", {"episode_id": e, "reason": reason}, self.next_event_seq(), self.event_lane)
+        events = [event(EPISODE_ABANDONED, {"episode_id": e, "reason": reason}, self.next_event_seq(), self.event_lane)
                   for e in episode_ids]
         await calls.record_events(self.data.session_id, events)
 
@@ -238,12 +224,13 @@ class Lane:
         tokens = {key: {Projection.FULL: count} for key, count in (measured or {}).items()}
         result = engine.apply_plan(self.state, plan, tokens)
         if result.created:
-            await calls.store_generated(
+            await calls.store_generated_items(
                 GeneratedItemsInput(
                     session_id=self.data.session_id,
                     lane=self.data.lane,
                     items=[
-                        GeneratedItem(item=self.state.items[c.item_id], text=c.text, number=_generated_number(c.item_id))
+                        GeneratedItem(item=self.state.items[c.item_id], text=c.text,
+                                      number=ids.generated_number(c.item_id))
                         for c in result.created
                     ],
                 )
@@ -272,8 +259,3 @@ class Lane:
     async def _condense_refused(self, rejection: Rejection) -> CondenseResult:
         await self.log_event(f"context.condense.{rejection.status}", {"reason": rejection.reason})
         return CondenseResult(status=rejection.status, reason=rejection.reason)
-
-
-def _generated_number(item_id: str) -> int:
-    """Generated ids are "<kind>-<n>" with n unique in the lane."""
-    return int(item_id.rsplit("-", 1)[1])

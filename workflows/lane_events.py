@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from activities.events import EventSpec
+from workflows.context import ids
+from workflows.context.compaction_plan import ApplyResult, CompactionPlan
 from workflows.context.items import Item
-from workflows.context.plan import ApplyResult, CompactionPlan
-from workflows.messages import EventSpec
+
+# Episode transitions: the inspector and a parent repairing a dead child read episode state from these.
+EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED = "episode.begun", "episode.ended", "episode.abandoned"
 
 
 def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Callable[[], int],
-                      lane: str = "main") -> list[EventSpec]:
+                      lane: str = ids.MAIN_LANE) -> list[EventSpec]:
     """One event for the compaction, one per item that left the working set."""
     events = [
         event(
@@ -41,7 +45,7 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
     return events
 
 
-def archived_event(item: Item, seq: int, lane: str = "main") -> EventSpec:
+def archived_event(item: Item, seq: int, lane: str = ids.MAIN_LANE) -> EventSpec:
     """An archived item leaves workflow state; its last metadata is kept in the event log."""
     return event(
         "item.archived",
@@ -51,5 +55,5 @@ def archived_event(item: Item, seq: int, lane: str = "main") -> EventSpec:
     )
 
 
-def event(kind: str, payload: dict, seq: int, lane: str = "main") -> EventSpec:
-    return EventSpec(lane=lane, seq=seq, event_id=f"evt-{lane}-{seq:06d}", kind=kind, payload=payload)
+def event(kind: str, payload: dict, seq: int, lane: str = ids.MAIN_LANE) -> EventSpec:
+    return EventSpec(lane=lane, seq=seq, event_id=ids.event_id(lane, seq), kind=kind, payload=payload)

@@ -14,23 +14,20 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.lanes import FinishLaneInput
+    from activities.sessions import SessionStartInput
     from workflows import activity_calls as calls
+    from workflows import rejections
     from workflows.agent_loop import AgentLoop, LoopSettings, NoSubagents, describe
-    from workflows.context import engine
+    from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.items import Kind
     from workflows.handoff import brief_message
-    from workflows.lane import CACHE_AWARE_SWEEP_PATCH, Lane
+    from workflows.lane import Lane, patched_engine_options
+    from workflows.lane_payloads import HandoffRef, LaneInput
     from workflows.lane_state import LaneState
-    from workflows.messages import (
-        FinishLaneInput,
-        HandoffRef,
-        LaneInput,
-        SessionStartInput,
-    )
 
-LANE_FINISHED_SIGNAL = "lane_finished"
-
+LANE_FINISHED_SIGNAL = "lane_finished"  # SessionWorkflow.lane_finished
 
 
 @workflow.defn(name="LaneWorkflow")
@@ -44,7 +41,7 @@ class LaneWorkflow:
     @workflow.query
     def context(self) -> engine.ContextReport:
         if self.lane is None:
-            raise ValueError("the lane is still starting")
+            raise rejections.still_starting("lane")
         return engine.build_report(self.lane.state)
 
     @workflow.run
@@ -55,12 +52,13 @@ class LaneWorkflow:
         config = EngineConfig(
             context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
             tool_definition_tokens=started.tool_definition_tokens, budget_override=cfg.budget_tokens,
-            llm_condensation=cfg.compaction.enabled, preview_chars=cfg.preview_chars, id_prefix=f"{inp.lane}-",
-            cache_aware_sweep=workflow.patched(CACHE_AWARE_SWEEP_PATCH),
+            llm_condensation=cfg.compaction.enabled, preview_chars=cfg.preview_chars,
+            id_prefix=ids.generated_id_prefix(inp.lane),
+            **patched_engine_options(),
         )
         lane = Lane(LaneState(session_id=inp.session_id, lane=inp.lane, model=cfg.model,
                               context=engine.new_state(config, inp.shared_prefix)))
-        task_id = f"{inp.lane}-task"
+        task_id = ids.child_task_id(inp.lane)
         async with lane.lock:
             self.lane = lane
             engine.begin_task(lane.state, task_id)
@@ -95,6 +93,6 @@ class LaneWorkflow:
         self.state = ref.status
         try:
             await workflow.get_external_workflow_handle(inp.parent_workflow_id).signal(LANE_FINISHED_SIGNAL, ref)
-        except Exception as error:  # noqa: BLE001 - a parent that is gone still gets the result below
+        except Exception as error:
             workflow.logger.warning("lane %s: could not signal parent %s: %s", inp.lane, inp.parent_workflow_id, error)
         return ref

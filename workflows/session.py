@@ -13,27 +13,18 @@ decides every id, and asks activities to do all I/O. Two ways to drive it:
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.tool_specs import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
+    from activities.sessions import LoadCheckpointInput, SaveCheckpointInput, SessionStartInput
     from workflows import activity_calls as calls
+    from workflows import rejections
     from workflows.agent_loop import AgentLoop, LoopSettings, describe
-    from workflows.context import engine
+    from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.errors import EngineError
     from workflows.context.items import Kind
-    from workflows.checkpoint import (
-        KEPT_TASK_STATUSES,
-        LoadCheckpointInput,
-        PendingTaskRecord,
-        RunningTask,
-        SaveCheckpointInput,
-        SessionCheckpoint,
-    )
-    from workflows.lane import CACHE_AWARE_SWEEP_PATCH, Lane
-    from workflows.lane_state import LaneState
-    from workflows.messages import (
+    from workflows.contract import (
         AppendItemsRequest,
         AppendItemsResult,
         ChildLane,
@@ -41,11 +32,10 @@ with workflow.unsafe.imports_passed_through():
         CondenseResult,
         EpisodeBegin,
         EpisodeEnd,
-        HandoffRef,
         PreparedRequest,
         SessionConfig,
         SessionInput,
-        SessionStartInput,
+        SessionMode,
         SessionStatus,
         SpawnRequest,
         SpawnResult,
@@ -54,11 +44,18 @@ with workflow.unsafe.imports_passed_through():
         TaskStatus,
         submit_text_problem,
     )
+    from workflows.lane import Lane, patched_engine_options
+    from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED
+    from workflows.lane_payloads import HandoffRef
+    from workflows.lane_state import LaneState
+    from workflows.session_checkpoint import KEPT_TASK_STATUSES, PendingTaskRecord, RunningTask, SessionCheckpoint
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
+    from workflows.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
 
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
+MAX_CALL_FIELD_CHARS = 200  # a tool call's id and name, as the HTTP API documents them
 
 
 def session_tools(config: SessionConfig) -> list[str]:
@@ -76,6 +73,8 @@ class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.config = inp.config
+        if "mode" not in inp.config.model_fields_set:  # started before modes existed: it takes either kind of call
+            self.config.mode = None
         self.next_task = 0
         self.turns = 0
         self.closed = False
@@ -90,7 +89,7 @@ class SessionWorkflow:
         self.loop = AgentLoop(LoopSettings(
             session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
             tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay), self.subagents)
-        self.cache_aware_sweep = False  # decided once per run, in run()
+        self.engine_options: dict[str, bool] = {}  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------
 
@@ -103,9 +102,9 @@ class SessionWorkflow:
 
     @submit.validator
     def validate_submit(self, request: SubmitRequest) -> None:
-        problem = submit_text_problem(request.text)
-        if problem is not None:
-            raise ValueError(f"submit rejected: {problem}")
+        self._check_mode("hosted", "submit")
+        if (problem := submit_text_problem(request.text)) is not None:
+            raise rejections.invalid_input(f"submit rejected: {problem}")
         self._check_open("submit")
 
     @workflow.signal
@@ -132,8 +131,7 @@ class SessionWorkflow:
             try:
                 return await self.subagents.spawn(lane, request)
             except SpawnRefused as refused:
-                raise ApplicationError(f"spawn_subagent rejected: {refused}", type="SpawnRefused",
-                                       non_retryable=True) from None
+                raise refused.rejection() from None
 
     @spawn_subagent.validator
     def validate_spawn_subagent(self, request: SpawnRequest) -> None:
@@ -142,7 +140,7 @@ class SessionWorkflow:
             self.subagents.check_request(request)
             self.subagents.check_capacity()
         except SpawnRefused as refused:
-            raise ValueError(f"spawn_subagent rejected: {refused}") from None
+            raise refused.rejection() from None
 
     @workflow.query
     def subagents_status(self) -> list[ChildLane]:
@@ -178,14 +176,19 @@ class SessionWorkflow:
 
     @append_items.validator
     def validate_append_items(self, request: AppendItemsRequest) -> None:
+        self._check_mode("external", "append_items")
         self._check_open("append_items")
         for index, item in enumerate(request.items):
-            if item.kind in (Kind.CAPABILITY.value, Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value):
-                raise ValueError(f"items[{index}]: kind {item.kind!r} cannot be appended")
+            if (problem := engine.kind_problem(item.kind)) is not None:
+                raise rejections.invalid_input(f"items[{index}]: an item that {problem} cannot be appended")
             if (item.text is None) == (item.content_ref is None):
-                raise ValueError(f"items[{index}]: give exactly one of text and content_ref")
+                raise rejections.invalid_input(f"items[{index}]: give exactly one of text and content_ref")
             if item.kind == Kind.TOOL_RESULT.value and not item.tool_call_id:
-                raise ValueError(f"items[{index}]: a tool_result needs the tool_call_id it answers")
+                raise rejections.invalid_input(f"items[{index}]: a tool_result needs the tool_call_id it answers")
+            for call in item.tool_calls:
+                if not (0 < len(call.id) <= MAX_CALL_FIELD_CHARS and 0 < len(call.name) <= MAX_CALL_FIELD_CHARS):
+                    raise rejections.invalid_input(f"items[{index}]: a tool call's id and name need 1 to "
+                                                   f"{MAX_CALL_FIELD_CHARS} characters")
 
     @workflow.update
     async def prepare_request(self) -> PreparedRequest:
@@ -194,7 +197,7 @@ class SessionWorkflow:
             await lane.compact_if_needed(self.config.compaction)
             plan = engine.plan_request(lane.state)
         return PreparedRequest(
-            entries=[(e.item_id, e.projection) for e in plan.entries],
+            entries=plan.pairs,
             stable_prefix_entries=plan.stable_prefix_entries,
             total_tokens=plan.total_tokens,
             budget=plan.budget,
@@ -205,6 +208,10 @@ class SessionWorkflow:
             tools=self._tools(),
         )
 
+    @prepare_request.validator
+    def validate_prepare_request(self) -> None:
+        self._check_mode("external", "prepare_request")
+
     @workflow.update
     async def begin_episode(self, request: EpisodeBegin) -> None:
         lane = await self._ready_lane()
@@ -212,7 +219,7 @@ class SessionWorkflow:
             episode = _engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
                                    request.depends_on)
             if workflow.patched(EPISODE_EVENTS_PATCH):
-                await lane.log_event("episode.begun", {"episode_id": episode.id, "kind": episode.kind.value,
+                await lane.log_event(EPISODE_BEGUN, {"episode_id": episode.id, "kind": episode.kind.value,
                                                        "goal": episode.goal, "depends_on": episode.depends_on})
 
     @workflow.update
@@ -221,7 +228,7 @@ class SessionWorkflow:
         async with lane.lock:
             _engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
             if workflow.patched(EPISODE_EVENTS_PATCH):
-                await lane.log_event("episode.ended", {"episode_id": request.episode_id})
+                await lane.log_event(EPISODE_ENDED, {"episode_id": request.episode_id})
 
     @workflow.update
     async def condense_context(self, request: CondenseRequest) -> CondenseResult:
@@ -233,7 +240,7 @@ class SessionWorkflow:
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
-        self.cache_aware_sweep = workflow.patched(CACHE_AWARE_SWEEP_PATCH)
+        self.engine_options = patched_engine_options()
         if inp.checkpoint_id is None:
             await self._start()
         else:
@@ -263,7 +270,7 @@ class SessionWorkflow:
         return self.turns_this_run >= self.config.turns_per_run or workflow.info().is_continue_as_new_suggested()
 
     def _checkpoint(self, running: RunningTask | None) -> SessionCheckpoint:
-        finished = [t for t in self.tasks.values() if t.state in ("completed", "failed")]
+        finished = [t for t in self.tasks.values() if t.finished]
         dropped = {t.task_id for t in finished[:-KEPT_TASK_STATUSES]} if len(finished) > KEPT_TASK_STATUSES else set()
         return SessionCheckpoint(
             lane=self._lane().data,
@@ -288,7 +295,7 @@ class SessionWorkflow:
         while True:
             await workflow.wait_condition(workflow.all_handlers_finished)
             checkpoint = self._checkpoint(running)
-            checkpoint_id = f"ckpt-{self.config.session_id}-{checkpoint.runs:05d}-{workflow.uuid4().hex[:8]}"
+            checkpoint_id = ids.checkpoint_id(self.config.session_id, checkpoint.runs, workflow.uuid4().hex[:8])
             await calls.save_checkpoint(
                 SaveCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id, checkpoint=checkpoint)
             )
@@ -302,7 +309,7 @@ class SessionWorkflow:
         )
         self.lane = Lane(checkpoint.lane)
         context = self.lane.state
-        context.config = context.config.model_copy(update={"cache_aware_sweep": self.cache_aware_sweep})
+        context.config = context.config.model_copy(update=self.engine_options)
         self.next_task = checkpoint.next_task
         self.turns = checkpoint.turns
         self.runs = checkpoint.runs
@@ -331,7 +338,7 @@ class SessionWorkflow:
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled,
-            cache_aware_sweep=self.cache_aware_sweep,
+            **self.engine_options,
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
         async with lane.lock:
@@ -340,7 +347,7 @@ class SessionWorkflow:
 
     def _lane(self) -> Lane:
         if self.lane is None:
-            raise ApplicationError("the session is still starting")
+            raise rejections.still_starting("session")
         return self.lane
 
     async def _ready_lane(self) -> Lane:
@@ -349,10 +356,14 @@ class SessionWorkflow:
 
     def _check_open(self, what: str) -> None:
         if self.closed:
-            raise ValueError(f"{what} rejected: the session is closed")
+            raise rejections.session_closed(what)
+
+    def _check_mode(self, wanted: SessionMode, action: str) -> None:
+        if self.config.mode is not None and self.config.mode != wanted:
+            raise rejections.wrong_mode(self.config.mode, action)
 
     def _new_task_id(self) -> str:
-        task_id = f"task-{self.next_task:04d}"
+        task_id = ids.task_id(self.next_task)
         self.next_task += 1
         return task_id
 
@@ -429,9 +440,9 @@ class SessionWorkflow:
 
 
 def _engine_call(fn, *args):
-    """Engine refusals (bad episode transitions...) become clear update failures."""
+    """Engine refusals (bad episode transitions...) fail the update, typed, never the workflow task."""
     try:
         return fn(*args)
     except EngineError as error:
-        raise ApplicationError(str(error), type=type(error).__name__, non_retryable=True) from None
+        raise rejections.from_engine(error) from None
 

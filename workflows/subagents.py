@@ -35,23 +35,16 @@ from temporalio.exceptions import (
 )
 from temporalio.workflow import ParentClosePolicy
 
+from activities.items import ToolCallRef
+from activities.lanes import CloseLaneEpisodesInput, RecordHandoffInput
 from workflows import activity_calls as calls
-from workflows.context import engine
+from workflows import rejections
+from workflows.context import engine, ids
 from workflows.context.items import Item
+from workflows.contract import ChildLane, ChildLaneState, SessionConfig, SpawnRequest, SpawnResult
 from workflows.handoff import failed_handoff
 from workflows.lane import Lane
-from workflows.messages import (
-    ChildLane,
-    CloseLaneEpisodesInput,
-    HandoffRef,
-    LaneConfig,
-    LaneInput,
-    RecordHandoffInput,
-    SessionConfig,
-    SpawnRequest,
-    SpawnResult,
-    ToolCallRef,
-)
+from workflows.lane_payloads import HandoffRef, LaneConfig, LaneInput
 
 KEPT_FINISHED_CHILDREN = 200  # older finished children leave the session state (the store keeps their lanes)
 DRAIN_POLL = timedelta(seconds=30)  # a closing session re-checks children it cannot watch
@@ -73,7 +66,16 @@ class RepairCounts:
 
 
 class SpawnRefused(ValueError):
-    """A spawn request that cannot be served (a clear reason for the model or the caller)."""
+    """A spawn request that cannot be served (a clear reason for the model or the caller).
+    ``conflict``: the session's state is why (it may be served later), not the request."""
+
+    def __init__(self, reason: str, *, conflict: bool = True) -> None:
+        super().__init__(reason)
+        self.conflict = conflict
+
+    def rejection(self):
+        reject = rejections.conflict if self.conflict else rejections.invalid_input
+        return reject(f"spawn_subagent rejected: {self}")
 
 
 class SubagentHost:
@@ -88,14 +90,14 @@ class SubagentHost:
         self._handles: dict[str, workflow.ChildWorkflowHandle] = {}
         self._arrived: dict[str, HandoffRef] = {}
         self._via: dict[str, str] = {}  # how each arrived handoff came: signal / result / describe
-        self._lost: dict[str, tuple[str, str]] = {}  # lane -> (new state, why)
+        self._lost: dict[str, tuple[ChildLaneState, str]] = {}  # lane -> (new state, why)
         self._by_call: dict[str, str | SpawnRefused] = {}  # spawn_subagent call id -> lane or refusal
         self._awaited: set[str] = set()  # lanes a model step is waiting for
 
     # --- state ---------------------------------------------------------------------------
 
     def running(self) -> list[ChildLane]:
-        return [c for c in self.children.values() if c.state == "running"]
+        return [c for c in self.children.values() if not c.finished]
 
     def _busy(self) -> int:
         """Children that still hold a slot of the concurrency cap."""
@@ -103,7 +105,7 @@ class SubagentHost:
 
     def kept_children(self) -> list[ChildLane]:
         """What a checkpoint carries: running children and the newest finished ones."""
-        finished = [c for c in self.children.values() if c.state != "running"]
+        finished = [c for c in self.children.values() if c.finished]
         dropped = {c.lane for c in finished[:-KEPT_FINISHED_CHILDREN]} if len(finished) > KEPT_FINISHED_CHILDREN else set()
         return [c.model_copy() for c in self.children.values() if c.lane not in dropped]
 
@@ -119,7 +121,8 @@ class SubagentHost:
             return list(self.tools)
         unknown = [t for t in request.tools if t not in self.tools]
         if unknown:
-            raise SpawnRefused(f"tools {unknown} are not available in this session (available: {self.tools})")
+            raise SpawnRefused(f"tools {unknown} are not available in this session (available: {self.tools})",
+                               conflict=False)
         return list(dict.fromkeys(request.tools))
 
     def check_capacity(self) -> None:
@@ -146,7 +149,7 @@ class SubagentHost:
             except ValidationError as error:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                                      for e in error.errors()[:5])
-                self._by_call[call.id] = SpawnRefused(f"invalid arguments: {problems}")
+                self._by_call[call.id] = SpawnRefused(f"invalid arguments: {problems}", conflict=False)
                 continue
             except SpawnRefused as refused:
                 self._by_call[call.id] = refused
@@ -169,8 +172,8 @@ class SubagentHost:
                 f"the conversation's stable prefix alone needs more than {limit} tokens, the most a subagent's "
                 f"budget may give it (max_prefix_share {self.config.subagents.max_prefix_share}); condense first")
         self.next_child += 1
-        name = f"sub-{self.next_child:04d}"
-        child_id = f"{self.config.session_id}/{name}"  # from the input: replays issue the same id
+        name = ids.child_lane(self.next_child)
+        child_id = ids.child_workflow_id(self.config.session_id, name)
         if self.config.replay is not None:
             replays = self.config.replay.subagents
             lane_config = lane_config.model_copy(update={"replay": replays[(self.next_child - 1) % len(replays)]})
@@ -218,7 +221,7 @@ class SubagentHost:
     def arrive(self, ref: HandoffRef, via: str = "signal") -> bool:
         """A child's handoff reached the parent (signal, result or describe); False when already known."""
         child = self.children.get(ref.lane)
-        if child is None or child.state != "running" or ref.lane in self._arrived:
+        if child is None or child.finished or ref.lane in self._arrived:
             return False
         self._arrived[ref.lane] = ref
         self._via[ref.lane] = via
@@ -260,7 +263,8 @@ class SubagentHost:
         ref = self._arrived.get(name)
         if ref is not None:
             record.source_item_id = ref.item_id
-            state, why = (ref.status if ref.status in ("completed", "blocked", "failed") else "failed"), ""
+            state: ChildLaneState = ref.status
+            why = ""
             if self._via.get(name) != "signal":  # the child's signal never reached this run
                 counts.handoffs_recovered += 1
                 counts.lanes.append(name)
@@ -289,7 +293,7 @@ class SubagentHost:
         """A handoff nobody waits for (an API-started child, or one whose step ended): one item
         of the parent's lane. Callers hold ``lane.lock``; a handoff already recorded is left."""
         child = self.children.get(name)
-        if child is None or child.state != "running" or name in self._awaited:
+        if child is None or child.finished or name in self._awaited:
             return
         if name not in self._arrived and name not in self._lost:
             return
@@ -305,7 +309,7 @@ class SubagentHost:
                   if c.lane not in self._handles and c.lane not in self._arrived and c.lane not in self._lost]
         if unseen:  # started by an earlier run: ask Temporal
             for status in await calls.describe_lanes([c.workflow_id for c in unseen]):
-                name = status.workflow_id.rsplit("/", 1)[-1]
+                name = ids.lane_of_workflow_id(status.workflow_id)
                 if status.status in ("RUNNING", "CONTINUED_AS_NEW"):
                     continue
                 if status.status == "COMPLETED" and status.handoff is not None:
@@ -344,7 +348,7 @@ async def log_recovery(lane: Lane, counts: RepairCounts, stale_lane_owners: int 
     })
 
 
-def _loss(error: ChildWorkflowError) -> tuple[str, str]:
+def _loss(error: ChildWorkflowError) -> tuple[ChildLaneState, str]:
     """(the child's new state, why) for a child workflow that ended without a result."""
     cause = error.cause
     for kind, status in ((TerminatedError, "TERMINATED"), (CancelledError, "CANCELED"),
@@ -356,7 +360,7 @@ def _loss(error: ChildWorkflowError) -> tuple[str, str]:
     return "failed", f"failed: {cause or error}"
 
 
-def _lost_status(status: str) -> tuple[str, str]:
+def _lost_status(status: str) -> tuple[ChildLaneState, str]:
     if status in ("TERMINATED", "CANCELED", "NOT_FOUND"):
         why = {"TERMINATED": "was terminated from outside", "CANCELED": "was cancelled",
                "NOT_FOUND": "no longer exists"}[status]

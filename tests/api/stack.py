@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from activities.trajectories import Trajectory
+from lanes_client.client import LanesClient
+from recordings import Trajectory
 from tests.recordings import SHORT_TRAJECTORY, load_recording
-from worker.client import LanesClient
-from worker.replay_model import ReplayModelServer
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 
 __all__ = [

@@ -8,12 +8,12 @@ import openai
 import pytest
 
 from activities.tokens import count_tool_definitions
-from activities.tool_specs import WORKSPACE_TOOLS, tool_specs
-from activities.trajectories import recorded_outputs
+from lanes_client.client import LanesAPIError, assistant_item, tool_result_item, user_item
+from recordings import recorded_outputs
 from tests.api.stack import replay_body
 from tests.integration.test_worker_crash import comparable
-from worker.client import LanesAPIError, assistant_item, tool_result_item, user_item
-from workflows.messages import INLINE_TEXT_LIMIT
+from workflows.context.ids import INLINE_TEXT_LIMIT
+from workflows.tools import WORKSPACE_TOOLS, tool_specs
 
 BUDGET = 4_000  # small enough that the recording forces compactions
 
@@ -91,7 +91,7 @@ async def test_request_is_materialised_from_postgres_with_a_stable_prefix(client
     first = await client_a.next_request(sid)
     assert [m["role"] for m in first.messages] == ["system", "user", "user"]
     assert first.messages[0]["content"] == "You are terse." and first.messages[1]["content"] == "list the files"
-    assert [t["function"]["name"] for t in first.tools] == WORKSPACE_TOOLS
+    assert [t["function"]["name"] for t in first.tools] == list(WORKSPACE_TOOLS)
     assert first.stable_prefix_messages == first.stable_prefix_entries == 0  # nothing laid out yet
     assert first.token_estimate > first.plan_tokens > 0 and first.fits
     assert [e.item_id for e in first.entries] == ["itm-000000", "itm-000001", "itm-000002"]
@@ -218,8 +218,8 @@ async def test_episodes_and_condensation(client_a, api_stack):
 
     async with httpx.AsyncClient(base_url=api_stack.base_url,
                                  headers={"Authorization": f"Bearer {api_stack.token_a}"}) as http:
-        for body in ({"memory": {"completed_work": "not a list"}}, {"memory": {"unknown": []}}, {"memory": []},
-                     {}):
+        bodies: list[dict] = [{"memory": {"completed_work": "not a list"}}, {"memory": {"unknown": []}}, {"memory": []}, {}]
+        for body in bodies:
             assert (await http.post(f"/v1/sessions/{sid}/condense", json=body)).status_code == 422
         for body in ({"episode_id": "e", "kind": "detour", "goal": "g"}, {"episode_id": "", "kind": "action",
                                                                           "goal": "g"},

@@ -8,8 +8,8 @@ import asyncio
 import httpx
 import pytest
 
+from lanes_client.client import LanesAPIError
 from tests.api.stack import TRAJECTORY, replay_body
-from worker.client import LanesAPIError
 
 
 @pytest.fixture(scope="module")

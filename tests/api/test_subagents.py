@@ -12,8 +12,7 @@ from tests.integration.subagent_script import (
     replay_field,
     write_recordings,
 )
-from worker.replay_model import ReplayModelServer
-
+from worker.replay.model_server import ReplayModelServer
 
 
 async def test_subagent_lanes_over_http(api_stack, tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from worker.client import LanesAPIError, assistant_item, tool_result_item, user_item
+from lanes_client.client import LanesAPIError, assistant_item, tool_result_item, user_item
 
 BODIES = {
     "/v1/sessions/{session_id}/cancel": {"action": "terminate", "reason": "hijack"},
@@ -34,7 +34,7 @@ async def owned_by_a(client_a):
 
 def _requests(spec: dict, sid: str, item_id: str, obs_id: str) -> list[tuple[str, str, dict | None]]:
     values = {"session_id": sid, "item_id": item_id, "obs_id": obs_id, "episode_id": "ep-1", "lane": "sub-0001"}
-    found = []
+    found: list[tuple[str, str, dict | None]] = []
     for path, operations in spec["paths"].items():
         if "{session_id}" not in path:
             continue

@@ -1,3 +1,3 @@
 """Fixtures: the API (with an in-process worker) on the real stack."""
 
-from tests.api.stack import *  # noqa: F401,F403
+from tests.api.stack import *  # noqa: F403

@@ -141,7 +141,7 @@ def test_chat_sends_messages_and_shows_the_agent_working(env, client_a, trajecto
 
 
 async def _new_hosted(env, trajectory, replay) -> str:
-    from worker.client import LanesClient
+    from lanes_client.client import LanesClient
 
     async with LanesClient(env["LANES_API_URL"], env["LANES_API_TOKEN"]) as client:
         created = await client.create_session(**replay_body(trajectory, replay, budget_tokens=4000))

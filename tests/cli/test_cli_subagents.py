@@ -13,9 +13,8 @@ from tests.integration.subagent_script import (
     replay_field,
     write_recordings,
 )
-from worker.cli_sessions import EXIT_API
-from worker.replay_model import ReplayModelServer
-
+from worker.cli.sessions import EXIT_API
+from worker.replay.model_server import ReplayModelServer
 
 
 async def test_subagents_command_spawns_lists_and_shows_a_lane(env, client_a, tmp_path):  # noqa: F811

@@ -107,7 +107,7 @@ class CondenserServer:
             "bad_reference": lambda: json.dumps({**memory, "references": ["/etc/passwd", "observation://obs-nope"]}),
             "oversized_memory": lambda: json.dumps({**memory, "completed_work": [
                 f"Step {n}: inspected module number {n} and its tests, found nothing relevant there at all "
-                "after a careful look at every function and branch in the file." for n in range(200)]}),
+                "after a careful look at every function and branch in the file." for n in range(90)]}),
         }[mode]()
         return {
             "id": f"cond-{len(self.requests)}",

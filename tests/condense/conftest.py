@@ -15,13 +15,13 @@ import activities.runtime as runtime_module
 from activities.items import finish_item, item_row, store_item
 from activities.runtime import configure_runtime
 from activities.store import EventRow, Store
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
+from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
 from tests.condense.condenser_server import CondenserServer
+from worker.settings import Settings
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind
 from workflows.context.memory import MemoryDoc, memory_text
-from worker.settings import Settings
 
 TRAJECTORY = (Path(DEFAULT_TRAJECTORY_ROOT)
               / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz")

@@ -34,17 +34,17 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def make_input(seeded: Seeded, **overrides) -> CondensationInput:
-    fields = dict(
-        session_id=seeded.session_id,
-        lane=seeded.lane,
-        source_item_ids=seeded.source_ids,
-        anchor_item_ids=seeded.anchor_ids,
-        live_memory_item_id=seeded.memory_id,
-        known_observation_ids=seeded.known_observation_ids,
-        condenser_window=128_000,
-        preview_chars=PREVIEW_CHARS,
-        timeout_seconds=10,
-    )
+    fields = {
+        "session_id": seeded.session_id,
+        "lane": seeded.lane,
+        "source_item_ids": seeded.source_ids,
+        "anchor_item_ids": seeded.anchor_ids,
+        "live_memory_item_id": seeded.memory_id,
+        "known_observation_ids": seeded.known_observation_ids,
+        "condenser_window": 128_000,
+        "preview_chars": PREVIEW_CHARS,
+        "timeout_seconds": 10,
+    }
     fields.update(overrides)
     return CondensationInput(**fields)
 

@@ -8,9 +8,9 @@ from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.condense import CondensationOutcome
+from activities.events import EventSpec
 from activities.metrics import REGISTRY
 from workflows.context.items import ToolClass
-from workflows.messages import EventSpec
 
 
 def sample(name: str, **labels) -> float:

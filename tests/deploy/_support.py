@@ -18,7 +18,7 @@ try:  # test-only dependencies: modules that need them call need_yaml_and_jsonsc
     import yaml
     from referencing import Registry, Resource  # a jsonschema dependency
 except ImportError:  # pragma: no cover
-    jsonschema = yaml = Registry = Resource = None
+    jsonschema = yaml = Registry = Resource = None  # type: ignore[assignment,misc]
 
 
 def need_yaml_and_jsonschema() -> None:
@@ -73,7 +73,7 @@ def load_yaml_docs(path: Path) -> list[Any]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
 
 
-def validate(instance: Any, schema: dict, registry: "Registry | None" = None) -> list[str]:
+def validate(instance: Any, schema: dict, registry: Registry | None = None) -> list[str]:
     cls = jsonschema.validators.validator_for(schema)
     validator = cls(schema, registry=registry) if registry is not None else cls(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -86,7 +86,7 @@ def compose_schema() -> dict:
 
 
 @lru_cache(maxsize=1)
-def kubernetes_registry() -> "tuple[Registry, dict[tuple[str, str], dict]]":
+def kubernetes_registry() -> tuple[Registry, dict[tuple[str, str], dict]]:
     kinds = json.loads((K8S_SCHEMAS / "kinds.json").read_text())
     definitions = json.loads((K8S_SCHEMAS / "_definitions.json").read_text())
     resources = [(definitions["$id"], Resource.from_contents(definitions))]

@@ -8,7 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import pytest
@@ -105,7 +105,7 @@ def _temporal_commands(text: str) -> list[list[str]]:
     return commands
 
 
-@lru_cache(maxsize=None)
+@cache
 def _help(binary: str, path: tuple[str, ...]) -> str:
     out = subprocess.run([binary, *path, "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, f"temporal {' '.join(path)} --help failed: {out.stderr}"

@@ -142,9 +142,9 @@ def _labels_match(selector: dict, labels: dict) -> bool:
 def test_selectors_match_their_pods():
     objects = _base_objects()
     deployments = _deployments()
-    for name, dep in deployments.items():
+    for dep in deployments.values():
         assert _labels_match(dep["spec"]["selector"]["matchLabels"], dep["spec"]["template"]["metadata"]["labels"])
-    for (kind, name), obj in objects.items():
+    for (kind, _name), obj in objects.items():
         if kind == "PodDisruptionBudget":
             sel = obj["spec"]["selector"]["matchLabels"]
             assert sum(_labels_match(sel, d["spec"]["template"]["metadata"]["labels"]) for d in deployments.values()) == 1

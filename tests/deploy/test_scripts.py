@@ -131,7 +131,7 @@ def test_healthcheck_worker_checks_the_temporal_address(healthcheck, monkeypatch
 
 def test_healthcheck_api_checks_healthz(healthcheck, monkeypatch):
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(200 if self.path == "/healthz" else 404)
             self.end_headers()
 

@@ -218,7 +218,7 @@ def test_exploration_never_archived_before_its_dependent_actions(script):
     driver = Driver(2_500, False)
     for kind, size in script:
         {"explore": driver.op_explore, "act": driver.op_act, "end": driver.op_end_episode}.get(
-            kind, lambda: driver.op_exchange("cat a.py", size, size // 2, 0, False))()
+            kind, lambda size=size: driver.op_exchange("cat a.py", size, size // 2, 0, False))()
         driver.compact()
     position = {episode: n for n, (episode, _) in enumerate(driver.archive_log)}
     archived_at = dict(driver.archive_log)
@@ -236,7 +236,7 @@ def test_rendering_any_subset_of_a_plan_keeps_calls_paired(session, data):
     budget, llm, script = session
     driver = Driver(budget, llm)
     driver.run(script)
-    entries = driver.request().entries
+    entries = driver.request().pairs
     subset = [e for e in entries if data.draw(st.booleans())]
     messages = E.render_messages(subset, driver.state.items, driver.contents, driver.preview)
     check_pairing(messages)
@@ -259,12 +259,12 @@ def _first_request_after(driver: Driver, plan: E.CompactionPlan) -> tuple[list[s
     result = E.apply_plan(state, plan, driver.measure(plan))
     contents.update({c.item_id: E.ItemContent(text=c.text) for c in result.created})
     request = E.plan_request(state)
-    messages = E.render_messages(request.entries, state.items, contents, driver.preview)
+    messages = E.render_messages(request.pairs, state.items, contents, driver.preview)
     return [json.dumps(m, sort_keys=True) for m in messages], E.working_set_tokens(state)
 
 
 def _shared(before: list[str], after: list[str]) -> int:
-    return next((n for n, (a, b) in enumerate(zip(before, after)) if a != b), min(len(before), len(after)))
+    return next((n for n, (a, b) in enumerate(zip(before, after, strict=False)) if a != b), min(len(before), len(after)))
 
 
 class SweepDriver(Driver):

@@ -20,18 +20,24 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from activities.synthetic_trajectory import synthetic_trajectory
-from activities.trajectories import dump_trajectory, load_trajectory
+from activities.store import close_stores
+from recordings import dump_trajectory, load_trajectory, synthetic_trajectory
 from tests.integration.subagent_script import child_trajectory, parent_trajectory, session_config, write_recordings
 from tests.integration.support import replay_config_for
 from tests.recordings import LONG_TRAJECTORY
-from activities.store import close_stores
 from worker import sessions
-from worker.replay_model import ReplayModelServer
+from worker.local.stack import Stack
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
-from worker.stack import Stack
 from worker.worker import build_worker, connect
-from workflows.messages import AppendItemsRequest, CondenseRequest, EpisodeBegin, EpisodeEnd, ExternalItem, SessionConfig
+from workflows.contract import (
+    AppendItemsRequest,
+    CondenseRequest,
+    EpisodeBegin,
+    EpisodeEnd,
+    ExternalItem,
+    SessionConfig,
+)
 from workflows.session import SessionWorkflow
 
 HERE = Path(__file__).resolve().parent
@@ -63,7 +69,8 @@ async def hosted(client, queue: str, name: str, path: Path, **overrides) -> None
 
 async def external(client, queue: str) -> None:
     session_id = f"hist-external-{uuid.uuid4().hex[:6]}"
-    handle = await sessions.start_session(client, SessionConfig(session_id=session_id, budget_tokens=2_000), queue)
+    config = SessionConfig(session_id=session_id, mode="external", budget_tokens=2_000)
+    handle = await sessions.start_session(client, config, queue)
     items = [ExternalItem(kind="user", text="Inspect and fix the parser.")]
     for n in range(6):
         items += [ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[

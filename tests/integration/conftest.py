@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.trajectories import Trajectory
+from recordings import Trajectory
 from tests.integration.scripted_model import ScriptedModel
 from tests.integration.support import LIVE_SCRIPT
 from tests.recordings import LONG_TRAJECTORY, load_recording
-from worker.replay_model import ReplayModelServer
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 from worker.worker import build_worker
 

@@ -9,25 +9,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from activities.trajectories import (
-    ToolCallRec,
-    ToolResultRec,
-    Trajectory,
-    Turn,
-    dump_trajectory,
-    load_trajectory,
-)
-from worker.replay_model import ReplayModelServer
-from workflows.messages import ReplaySpec, SessionConfig, SubagentSettings
+from recordings import ToolResultRec, Trajectory, Turn, dump_trajectory, load_trajectory
+from worker.replay.model_server import ReplayModelServer
+from workflows.context.content import ToolCall
+from workflows.contract import ReplaySpec, SessionConfig, SubagentSettings
 
 TOOLS = ["bash", "recall_observation", "begin_episode", "end_episode"]
 
 
-def _call(call_id: str, name: str, **arguments) -> ToolCallRec:
-    return ToolCallRec(id=call_id, name=name, arguments=json.dumps(arguments))
+def _call(call_id: str, name: str, **arguments) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=json.dumps(arguments))
 
 
-def _bash(call_id: str, command: str, output: str) -> tuple[ToolCallRec, ToolResultRec]:
+def _bash(call_id: str, command: str, output: str) -> tuple[ToolCall, ToolResultRec]:
     call = _call(call_id, "bash", command=command)
     return call, ToolResultRec(tool_call_id=call_id, tool_name="bash", output=output, exit_code=0, render_role="tool")
 
@@ -36,7 +30,7 @@ def parent_trajectory(briefs: list[str], extra_spawn_arguments: list[dict] | Non
     """Turn 0 spawns one subagent per brief (plus any extra, e.g. invalid, spawn calls),
     turn 1 runs a command, turn 2 answers."""
     spawns = [_call(f"spawn-{n}", "spawn_subagent", brief=brief) for n, brief in enumerate(briefs)]
-    spawns += [ToolCallRec(id=f"spawn-x{n}", name="spawn_subagent", arguments=json.dumps(args))
+    spawns += [ToolCall(id=f"spawn-x{n}", name="spawn_subagent", arguments=json.dumps(args))
                for n, args in enumerate(extra_spawn_arguments or [])]
     check, checked = _bash("p-check", "git status --short", " M src/auth.py\n")
     return Trajectory(

@@ -10,14 +10,14 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.trajectories import Trajectory
+from recordings import Trajectory
 from tests.integration.scripted_model import tool_call
 from tests.recordings import LONG_TRAJECTORY
 from worker import sessions
-from worker.replay_model import ReplayModelServer
+from worker.local.stack import popen_group
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
-from worker.stack import popen_group
-from workflows.messages import SessionConfig
+from workflows.contract import SessionConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

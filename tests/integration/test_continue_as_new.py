@@ -1,7 +1,7 @@
 """A long session continues as new several times; nothing about it changes.
 
 The request the workflow sends before its last model call must be byte-identical to
-the one the pure engine plans offline for the same recording (worker/offline_replay),
+the one the pure engine plans offline for the same recording (worker/replay),
 and every run's history stays far below Temporal's limits.
 """
 
@@ -11,12 +11,12 @@ import asyncio
 
 import pytest
 
-from activities.synthetic_trajectory import synthetic_trajectory
-from activities.trajectories import dump_trajectory, load_trajectory
+from recordings import dump_trajectory, load_trajectory, synthetic_trajectory
 from tests.integration.support import replay_config_for
 from worker import sessions
-from worker.offline_replay import iter_requests, lane_batches
-from worker.replay_model import ReplayModelServer
+from worker.replay.model_server import ReplayModelServer
+from worker.replay.recorded_lane import lane_batches
+from worker.replay.simulator import iter_requests
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

@@ -13,7 +13,7 @@ import pytest
 from tests.condense.condenser_server import CondenserServer
 from tests.integration.support import run_replayed_session
 from worker import sessions
-from workflows.messages import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
+from workflows.contract import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -100,7 +100,7 @@ async def test_result_of_a_lane_that_changed_meanwhile_is_discarded(temporal_cli
 async def _external_session_over_the_trigger(temporal_client, settings, condenser, timeout_seconds: float = 2) -> tuple:
     """An external-agent session whose appended items are over 80 % of its budget."""
     session_id = sessions.new_session_id("cond")
-    config = SessionConfig(session_id=session_id, budget_tokens=3_000,
+    config = SessionConfig(session_id=session_id, mode="external", budget_tokens=3_000,
                            compaction=settings_for(condenser, timeout_seconds=timeout_seconds))
     handle = await sessions.start_session(temporal_client, config, settings.task_queue)
     items = [ExternalItem(kind="user", text="Fix the parser.")]

@@ -7,7 +7,6 @@ condensation started, before its result is applied), then again later in the run
 from __future__ import annotations
 
 import signal
-
 import uuid
 
 import pytest
@@ -15,8 +14,8 @@ import pytest
 from tests.condense.condenser_server import CondenserServer
 from tests.integration.support import run_replayed_session, spawn_worker
 from worker import sessions
-from worker.stack import kill_process
-from workflows.messages import CompactionSettings
+from worker.local.stack import kill_process
+from workflows.contract import CompactionSettings
 from workflows.session import SessionWorkflow
 
 

@@ -11,13 +11,14 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from activities.trajectories import load_trajectory
+from recordings import load_trajectory
 from tests.integration.support import replay_config_for
 from worker import sessions
-from worker.replay_model import ReplayModelServer
+from worker.replay.model_server import ReplayModelServer
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("worker")
 
 def recording(path: Path, turns: list[tuple[str, str]]) -> Path:
     """A mini-swe-agent-1.1 file: each turn is (assistant prose, tool output), then exit."""
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"}]
     for index, (prose, output) in enumerate(turns):
         call_id = f"call-{index}"
         messages.append({"role": "assistant", "content": prose, "tool_calls": [

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from worker import sessions
-from workflows.messages import AppendItemsRequest, EpisodeBegin, ExternalItem, SessionConfig
+from workflows.contract import AppendItemsRequest, EpisodeBegin, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -15,10 +15,11 @@ pytestmark = pytest.mark.usefixtures("worker")
 
 async def test_task_admitted_while_another_owns_the_lane_repairs_it(temporal_client, settings, store):
     """An external task with an open episode still owns the lane when a hosted message
-    arrives: the stale task is abandoned, its episode closed, and the new task runs."""
+    arrives (a session of either mode, as sessions started before modes were declared are):
+    the stale task is abandoned, its episode closed, and the new task runs."""
     session_id = sessions.new_session_id("recover")
-    handle = await sessions.start_session(temporal_client, SessionConfig(session_id=session_id, model="scripted"),
-                                          settings.task_queue)
+    config = SessionConfig(session_id=session_id, model="scripted", mode=None)
+    handle = await sessions.start_session(temporal_client, config, settings.task_queue)
     await handle.execute_update(SessionWorkflow.append_items,
                                 AppendItemsRequest(items=[ExternalItem(kind="user", text="look around")]))
     await handle.execute_update(SessionWorkflow.begin_episode,

@@ -21,9 +21,9 @@ from tests.integration.subagent_script import (
 )
 from tests.integration.support import spawn_worker
 from worker import sessions
-from worker.replay_model import ReplayModelServer
-from worker.stack import kill_process
-from workflows.messages import SpawnRequest
+from worker.local.stack import kill_process
+from worker.replay.model_server import ReplayModelServer
+from workflows.contract import SpawnRequest
 from workflows.session import SessionWorkflow
 
 BRIEFS = ["Inspect module 0.", "Inspect module 1.", "Inspect module 2."]

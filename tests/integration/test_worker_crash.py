@@ -11,7 +11,7 @@ import uuid
 
 from tests.integration.support import run_replayed_session, spawn_worker
 from worker import sessions
-from worker.stack import kill_process
+from worker.local.stack import kill_process
 from workflows.session import SessionWorkflow
 
 KILL_AT_STEP = 20

@@ -134,7 +134,7 @@ def test_handoff_round_trips_as_json_and_forbids_extras() -> None:
     handoff = Handoff(**FULL)
     assert Handoff.model_validate_json(handoff.model_dump_json()) == handoff
     with pytest.raises(ValidationError):
-        Handoff(status="completed", notes=["x"])
+        Handoff.model_validate({"status": "completed", "notes": ["x"]})
     with pytest.raises(ValidationError):
         Handoff(status="finished")
 

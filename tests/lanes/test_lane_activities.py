@@ -19,7 +19,10 @@ import activities.runtime as runtime_module
 from activities.items import finish_item, load_item, store_item
 from activities.lanes import (
     NO_ANSWER,
+    CloseLaneEpisodesInput,
+    FinishLaneInput,
     LaneInspector,
+    RecordHandoffInput,
     close_lane_episodes,
     finish_lane,
     record_handoff,
@@ -31,12 +34,7 @@ from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection, ToolClass
 from workflows.context.render import item_message
 from workflows.handoff import MAX_UNSTRUCTURED_CHARS, Handoff, handoff_text
-from workflows.messages import (
-    CloseLaneEpisodesInput,
-    FinishLaneInput,
-    HandoffRef,
-    RecordHandoffInput,
-)
+from workflows.lane_payloads import HandoffRef
 
 pytestmark = pytest.mark.timeout(120)
 

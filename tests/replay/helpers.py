@@ -6,15 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.trajectories import (
-    DEFAULT_TRAJECTORY_ROOT,
-    FORMAT_SYNTHETIC,
-    ToolCallRec,
-    ToolResultRec,
-    Trajectory,
-    Turn,
-    trajectory_files,
-)
+from recordings import DEFAULT_TRAJECTORY_ROOT, FORMAT_SYNTHETIC, ToolResultRec, Trajectory, Turn, trajectory_files
+from workflows.context.content import ToolCall
 
 ROOT = DEFAULT_TRAJECTORY_ROOT
 FOLDERS = ("claude-code", "mini-swe-agent-deepseek", "mini-swe-agent-gemini")
@@ -75,7 +68,7 @@ def tiny_trajectory(system: str, turns: int = 4, output: str = "ok", protocol: s
     out: list[Turn] = []
     for j in range(turns - 1):
         cid = f"call-{j}"
-        call = ToolCallRec(id=cid, name="bash", arguments=f'{{"command": "cat file{j}.txt"}}')
+        call = ToolCall(id=cid, name="bash", arguments=f'{{"command": "cat file{j}.txt"}}')
         role = "tool" if protocol == "tool_calls" else "user"
         out.append(Turn(assistant_text=f"Reading file {j}.", tool_calls=[call],
                         results=[ToolResultRec(tool_call_id=cid, tool_name="bash", output=f"{output} {j}",

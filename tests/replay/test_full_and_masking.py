@@ -5,17 +5,11 @@ from __future__ import annotations
 import pytest
 
 from activities.tokens import count_message_tokens, count_tokens
-from activities.trajectories import FORMAT_SYNTHETIC, ToolCallRec, ToolResultRec, Trajectory, Turn, load_trajectory
+from recordings import FORMAT_SYNTHETIC, ToolResultRec, Trajectory, Turn, load_trajectory
 from tests.replay.helpers import naive_prompt, require_data, sample_params, tiny_trajectory
-from worker.offline_replay import (
-    MIN_CACHED_PREFIX_TOKENS,
-    TOOL_DEFINITION_TOKENS,
-    TokenCounter,
-    iter_requests,
-    masked_text,
-    parse_policy,
-    replay_trajectory,
-)
+from worker.replay.policies import TOOL_DEFINITION_TOKENS, masked_text, parse_policy
+from worker.replay.simulator import MIN_CACHED_PREFIX_TOKENS, TokenCounter, iter_requests, replay_trajectory
+from workflows.context.content import ToolCall
 
 BIG_SYSTEM = "You are a careful engineer. " + " ".join(f"rule{i}: be precise." for i in range(400))
 
@@ -42,7 +36,7 @@ def test_full_request_is_the_naive_prompt(path: str) -> None:
 def test_full_input_tokens_grow_quadratically() -> None:
     # text protocol: every turn adds the same two messages, so request k = base + k * per_turn
     turns = [Turn(assistant_text="Next step.\n```bash\nls\n```",
-                  tool_calls=[ToolCallRec(id=f"call-{j}", name="bash", arguments='{"command": "ls"}')],
+                  tool_calls=[ToolCall(id=f"call-{j}", name="bash", arguments='{"command": "ls"}')],
                   results=[ToolResultRec(tool_call_id=f"call-{j}", tool_name="bash", output="x " * 300,
                                          exit_code=0, render_role="user")])
              for j in range(39)] + [Turn(assistant_text="Done.", tool_calls=[], results=[])]
@@ -108,7 +102,7 @@ def assert_keeps_last(traj: Trajectory, keep: int) -> None:
         naive = naive_prompt(traj, req.step, observations)
         assert len(req.messages) == len(naive)
         verbatim = set(observations[-keep:]) if keep else set()
-        for index, (sent, original) in enumerate(zip(req.messages, naive)):
+        for index, (sent, original) in enumerate(zip(req.messages, naive, strict=False)):
             if index in observations and index not in verbatim:
                 assert sent == {**original, "content": masked_text(original["content"])}, (req.step, index)
             else:

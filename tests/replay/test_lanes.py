@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from activities.synthetic_trajectory import synthetic_trajectory
-from activities.trajectories import load_trajectory
+from recordings import load_trajectory, synthetic_trajectory
 from tests.replay.helpers import ROOT, require_data, sample_files, tiny_trajectory
-from worker import offline_replay
-from worker.offline_replay import LaneInput, iter_requests, lane_batches
+from worker.replay.policies import LanesPolicy
+from worker.replay.recorded_lane import ReplayItem, lane_batches
+from worker.replay.simulator import iter_requests
 
 BUDGETS = (16_000, 32_000)
 SYNTHETIC = "synthetic-2000"
@@ -33,7 +32,7 @@ class Run:
     peak: int
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def run(source: str, budget: int) -> Run:
     traj = synthetic_trajectory(2000, seed=7) if source == SYNTHETIC else load_trajectory(source)
     result = Run(0, [], set(), 0, [], 0)
@@ -111,12 +110,12 @@ def test_with_room_for_everything_lanes_sends_the_full_requests() -> None:
 
 def test_lost_items_are_detected() -> None:
     """The check is not vacuous: an item neither sent nor covered is reported."""
-    policy = offline_replay._Lanes(16_000)
+    policy = LanesPolicy(16_000)
     batch = lane_batches(tiny_trajectory("sys", turns=3))
     for b in batch:
         policy.add(b)
     assistant = next(i for i in policy.state.items.values() if i.kind == "assistant")
-    assert policy._lost([]) == [i for i in policy.unproven]  # nothing sent: every unaddressed item lost
+    assert policy._lost([]) == list(policy.unproven)  # nothing sent: every unaddressed item lost
     assert assistant.id in policy._lost([])
     policy.state.checkpoint.first_seq, policy.state.checkpoint.last_seq = 0, assistant.seq
     assert assistant.id not in policy._lost([])  # inside the checkpoint's archived range
@@ -127,18 +126,8 @@ def test_items_are_built_as_the_workflow_builds_them() -> None:
     batches = lane_batches(traj)
     assert [len(b) for b in batches] == [2, 2, 2]  # system + task, then (assistant, result) per call
     assistant, result = batches[1]
-    assert isinstance(result, LaneInput)
+    assert isinstance(result, ReplayItem)
     assert assistant.item.group == assistant.item.seq and result.item.group == assistant.item.seq
     assert result.item.observation_id == f"obs-replay-{result.item.seq:06d}"
     assert result.item.tool_class is not None and result.arguments == traj.turns[0].tool_calls[0].arguments
     assert result.content.tool_call_id == "call-0"
-
-
-def test_oversized_input_threshold_matches_the_workflow() -> None:
-    workflows = Path(__file__).resolve().parents[2] / "workflows"
-    found = {
-        int(m.group(1).replace("_", ""))
-        for path in workflows.rglob("*.py")
-        for m in re.finditer(r"^OVERSIZED_INPUT_CHARS\s*=\s*([\d_]+)", path.read_text(), re.MULTILINE)
-    }
-    assert found == {offline_replay.OVERSIZED_INPUT_CHARS}, f"the workflow package defines {found}"

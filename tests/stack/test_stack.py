@@ -16,7 +16,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
 from activities.store import Store, StoreUnavailable
-from worker.stack import Stack, free_port, kill_process, popen_group, start_postgres, start_temporal
+from worker.local.stack import Stack, free_port, kill_process, popen_group, start_postgres, start_temporal
 
 pytestmark = pytest.mark.integration
 
@@ -84,7 +84,7 @@ async def test_temporal_starts_and_stops_cleanly(tmp_path: Path) -> None:
 def test_port_taken_at_start_is_retried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 
-    import worker.stack as stack_module
+    import worker.local.stack as stack_module
     real_free_port = stack_module.free_port
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
@@ -146,7 +146,7 @@ def test_stack_stops_children_in_reverse_order(tmp_path: Path) -> None:
 
 STACK_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from worker.stack import Stack
+    from worker.local.stack import Stack
     stack = Stack(sys.argv[1], postgres=False, temporal_port=int(sys.argv[2])).start()
     child = stack.spawn("sleeper", ["sleep", "300"])
     print(json.dumps({"temporal": stack.temporal.pid, "sleeper": child.pid}), flush=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import uuid
 
 import asyncpg
@@ -132,7 +133,7 @@ async def test_events_idempotent_and_paged(store: Store, session: str) -> None:
         after = page[-1].id
     assert [e.event_id for e in seen] == [f"e{i}" for i in range(25)]
     assert [e.payload["i"] for e in seen] == list(range(25))
-    assert all(a.id < b.id for a, b in zip(seen, seen[1:]))
+    assert all(a.id < b.id for a, b in itertools.pairwise(seen))
     assert all(e.session_id == session and e.created_at is not None for e in seen)
     assert await store.list_events(new_session()) == []
 
@@ -197,6 +198,7 @@ async def test_read_observation_walk_and_limits(store: Store, session: str) -> N
         parts.append(part.text)
         if part.eof:
             break
+        assert part.next_offset is not None
         offset = part.next_offset
     assert "".join(parts) == TEXT
     capped = await store.read_observation(session, "obs-walk", 0, 10**9)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT
+from recordings import DEFAULT_TRAJECTORY_ROOT
 
 ROOT = DEFAULT_TRAJECTORY_ROOT
 GEMINI = ROOT / "mini-swe-agent-gemini"

@@ -1,4 +1,4 @@
-"""activities.trajectories against the real recorded sessions and against bad input."""
+"""recordings against the real recorded sessions and against bad input."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.synthetic_trajectory import synthetic_trajectory
-from activities.trajectories import (
+from recordings import (
     FORMAT_CLAUDE_CODE,
     FORMAT_MSWEA_1,
     FORMAT_MSWEA_1_1,
@@ -21,6 +20,7 @@ from activities.trajectories import (
     iter_trajectories,
     load_trajectory,
     recorded_outputs,
+    synthetic_trajectory,
     trajectory_files,
 )
 

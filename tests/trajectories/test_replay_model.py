@@ -1,4 +1,4 @@
-"""worker.replay_model driven through the real openai client."""
+"""worker.replay.model_server driven through the real openai client."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ import httpx
 import openai
 import pytest
 
-from activities.synthetic_trajectory import synthetic_trajectory
-from activities.trajectories import Trajectory, load_trajectory
-from worker.replay_model import (
+from recordings import Trajectory, load_trajectory, synthetic_trajectory
+from worker.replay.model_server import (
     REPLAY_FINISHED_TEXT,
     REQUEST_LOG_SIZE,
     ReplayModelServer,
@@ -278,7 +277,7 @@ def test_command_line_entry_point() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "worker.replay_model", "--port", str(port),
+        [sys.executable, "-m", "worker.replay.model_server", "--port", str(port),
          "--trajectory", str(CLAUDE), "--trajectory", str(GEMINI_FILE)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONPATH": str(REPO)})

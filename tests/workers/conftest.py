@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from activities.trajectories import Trajectory
+from recordings import Trajectory
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from tests.workers.support import WorkerProcess
-from worker.replay_model import ReplayModelServer
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 
 

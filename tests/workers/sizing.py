@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,14 +34,14 @@ import asyncpg
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory, trajectory_files
+from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory, trajectory_files
 from tests.integration.support import REPO
 from tests.recordings import LONG_TRAJECTORY
 from tests.workers.support import replay_config
 from worker import sessions
-from worker.replay_model import ReplayModelServer
+from worker.local.stack import Stack, free_port, kill_process
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
-from worker.stack import Stack, free_port, kill_process
 from worker.worker import connect
 
 TABLES = ("sessions", "items", "events", "request_plans", "checkpoints", "observations")
@@ -88,7 +89,8 @@ async def tool_calls_stored(dsn: str, session_id: str) -> tuple[int, int]:
 
 async def history_of_all_runs(client: Client, workflow_id: str, first_run_id: str) -> list:
     """The events of every run of a workflow (its continue-as-new chain), oldest first."""
-    events, run_id = [], first_run_id
+    events: list = []
+    run_id: str | None = first_run_id
     while run_id:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
         events.extend(history.events)
@@ -135,7 +137,7 @@ async def replay_one(client: Client, queue: str, trajectory: Trajectory, path: P
     if close:
         await handle.signal("close")
         await handle.result()
-    return handle, started.first_execution_run_id or started.run_id, status.turns
+    return handle, started.first_execution_run_id or started.run_id or "", status.turns
 
 
 class Bench:
@@ -143,7 +145,7 @@ class Bench:
         self.stack = stack
         self.data_dir = data_dir
         self.queue = f"lanes-sizing-{uuid.uuid4().hex[:8]}"
-        self.worker = None
+        self.worker: subprocess.Popen | None = None
         self.n = 0
 
     def spawn_worker(self):
@@ -154,8 +156,9 @@ class Bench:
             "LANES_TASK_QUEUE": self.queue, "PYTHONPATH": str(REPO), "LANES_LOG_LEVEL": "WARNING"}, cwd=REPO)
         log_path = self.data_dir / "logs" / f"worker-{self.n}.log"
         deadline = time.monotonic() + 60
-        while f"worker ready pid={self.worker.pid}" not in log_path.read_text(errors="replace"):
-            if self.worker.poll() is not None or time.monotonic() > deadline:
+        worker = self.worker
+        while f"worker ready pid={worker.pid}" not in log_path.read_text(errors="replace"):
+            if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{log_path.read_text(errors='replace')}")
             time.sleep(0.1)
         return self.worker

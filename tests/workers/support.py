@@ -20,15 +20,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store
-from activities.trajectories import Trajectory, recorded_outputs
+from recordings import Trajectory, recorded_outputs
 from tests.integration.support import REPO, worker_env
 from tests.recordings import SHORT_TRAJECTORY
 from worker import sessions
-from worker.replay_model import ReplayModelServer
+from worker.local.stack import kill_process, popen_group
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
-from worker.stack import kill_process, popen_group
 from workflows.context.content import ItemContent
-from workflows.messages import ReplaySpec, SessionConfig, SessionStatus
+from workflows.contract import ReplaySpec, SessionConfig, SessionStatus
 
 # 16 recorded tool-calling steps, 30 k characters of tool output: short enough to run
 # several sessions per test
@@ -169,12 +169,12 @@ async def activity_runs(handle: WorkflowHandle) -> list[ActivityRun]:
     runs: dict[int, ActivityRun] = {}
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            runs[event.event_id] = ActivityRun(attrs.activity_id, attrs.activity_type.name, "", 0, "OPEN")
+            scheduled = event.activity_task_scheduled_event_attributes
+            runs[event.event_id] = ActivityRun(scheduled.activity_id, scheduled.activity_type.name, "", 0, "OPEN")
         elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-            attrs = event.activity_task_started_event_attributes
-            run = runs[attrs.scheduled_event_id]
-            run.identity, run.attempt = attrs.identity, attrs.attempt
+            started = event.activity_task_started_event_attributes
+            run = runs[started.scheduled_event_id]
+            run.identity, run.attempt = started.identity, started.attempt
         elif event.event_type in _CLOSED:
             field = {
                 "COMPLETED": "activity_task_completed_event_attributes",
@@ -223,5 +223,6 @@ async def check_stored_once(store: Store, database_url: str, handle: WorkflowHan
     sha_by_item = {o["item_id"]: o["sha256"] for o in archive}
     for row in results:
         call_id = ItemContent.model_validate(row.content["content"]).tool_call_id
+        assert call_id is not None
         expected = hashlib.sha256(recorded[call_id].output.encode("utf-8", "surrogatepass")).hexdigest()
         assert sha_by_item[row.item_id] == expected, (session_id, call_id)

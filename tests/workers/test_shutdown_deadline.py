@@ -10,7 +10,7 @@ import sys
 
 from tests.integration.support import REPO, worker_env
 from tests.workers.support import WorkerProcess
-from worker.stack import popen_group
+from worker.local.stack import popen_group
 
 GRACE, SLACK = 1.0, 2.0
 HANGING_WORKER = f"""

@@ -61,7 +61,7 @@ async def test_two_workers_share_sessions_and_one_stops_midway(temporal_client, 
         assert victim.proc.returncode == -signal.SIGKILL
 
     statuses = await asyncio.gather(*done)
-    for handle, status in zip(handles, statuses):
+    for handle, status in zip(handles, statuses, strict=True):
         assert status.tasks[0].state == "completed", (handle.id, status.tasks[0].error)
         assert status.tasks[0].turns == len(short_trajectory.turns) + 1, handle.id
     # the survivor finished what the stopped worker left: it ran activities after the stop

@@ -1,4 +1,3 @@
-"""The HTTP API (``create_app`` in :mod:`worker.api.app`, ``lanes api`` in :mod:`worker.api.main`).
-
-Kept import-light: the Python client imports :mod:`worker.api.schemas` without FastAPI's app.
-"""
+"""The HTTP API (``create_app`` in :mod:`worker.api.app`, ``lanes api`` in :mod:`worker.api.main`)
+and the inspector page it serves (``static/``). Its request and response bodies are the
+client's (:mod:`lanes_client.schemas`)."""

@@ -3,7 +3,7 @@
 - ``/v1/...``: sessions, hosted and external-agent mode, inspection, events (routes.py);
   bearer token per tenant (``LANES_API_TOKENS``), checked before anything else.
 - ``/healthz`` (the process is up), ``/readyz`` (Temporal and PostgreSQL reachable).
-- ``/ui``: the inspector page (static files from ``worker/static``).
+- ``/ui``: the inspector page (static files from ``worker/api/static``).
 - ``/openapi.json``, ``/docs``.
 
 Temporal and PostgreSQL are connected lazily, so the process starts (and reports
@@ -30,12 +30,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
 from activities.store import Store
+from lanes_client.schemas import Check, Health, Readiness
+from worker.api import subagent_routes
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError
-from worker.api import subagent_routes
 from worker.api.routes import router
-from worker.api.schemas import Check, Health, Readiness
 from worker.settings import Settings, get_settings
 
 log = logging.getLogger("lanes.api")
@@ -43,7 +43,7 @@ log = logging.getLogger("lanes.api")
 MAX_BODY_BYTES = 2 * 1024 * 1024
 DRAIN_LIMIT = 16 * 1024 * 1024  # an over-limit body is read and dropped up to this, then the connection closes
 ENV_ALLOW_REPLAY = "LANES_API_ALLOW_REPLAY"
-STATIC_DIR = Path(str(files("worker").joinpath("static")))
+STATIC_DIR = Path(str(files("worker.api").joinpath("static")))
 
 
 def _error_response(status: int, code: str, message: str, details: list[dict] | None = None,

@@ -2,14 +2,15 @@
 
 Every 4xx/5xx body is ``{"error": {"code": ..., "message": ..., "details": [...]}}``.
 Temporal's own errors are translated here so that no malformed input ever surfaces
-as a 500: an unknown workflow is 404, a rejected update is 400/409 with the
-validator's message, an unreachable service is 503, a session that does not answer
-in time is 504.
+as a 500: an unknown workflow is 404, a rejected update has the status its rejection
+type maps to in ``REJECTION_STATUS`` (with the workflow's message), an unreachable
+service is 503, a session that does not answer in time is 504.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from typing import Any
 
@@ -25,6 +26,17 @@ from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store import StoreUnavailable
+from workflows import rejections
+
+log = logging.getLogger("lanes.api")
+
+# A workflow's typed rejection -> (HTTP status, error code).
+REJECTION_STATUS: dict[str, tuple[int, str]] = {
+    rejections.INVALID_INPUT: (400, "rejected"),
+    rejections.CONFLICT: (409, "conflict"),
+    rejections.SESSION_CLOSED: (409, "session_closed"),
+    rejections.WRONG_MODE: (409, "wrong_mode"),
+}
 
 
 class ErrorInfo(BaseModel):
@@ -63,14 +75,8 @@ def session_not_found(session_id: str) -> ApiError:
     return not_found(f"session {session_id!r}")
 
 
-# Words in a validator's message that mean "the session is in the wrong state for this"
-# (409) rather than "this input is wrong" (400).
-_CONFLICT_WORDS = re.compile(
-    r"\b(closed|already|still active|is active|an episode is active|not active|ended|finished|busy|in progress|"
-    r"is running|external mode|hosted mode|not open)\b",
-    re.IGNORECASE,
-)
-# Temporal's message for an update or query name the workflow has no handler for.
+# The SDK's own message for an update or query the workflow has no handler for (a session
+# started by an older version of the workflow): Temporal gives it no type of ours.
 _NO_HANDLER = re.compile(r"(handler for .* (expected but )?not found|unknown (update|query)|"
                          r"no (update|query) handler)", re.IGNORECASE)
 
@@ -93,12 +99,14 @@ def _root_message(error: BaseException) -> tuple[str, str | None]:
 
 
 def rejected(message: str, type_: str | None = None) -> ApiError:
-    """A rejected update: 409 when the session's state is the problem, else 400."""
+    """A failed update: the status its rejection type maps to."""
+    if type_ in REJECTION_STATUS:
+        status, code = REJECTION_STATUS[type_]
+        return ApiError(status, code, message)
     if _NO_HANDLER.search(message):
         return ApiError(409, "unsupported", f"this session's workflow does not support that operation: {message}")
-    status, code = (409, "conflict") if _CONFLICT_WORDS.search(message) or type_ in ("Conflict", "SessionClosed") \
-        else (400, "rejected")
-    return ApiError(status, code, message)
+    log.error("update failed without a rejection type (%s): %s", type_, message)
+    return ApiError(500, "update_failed", f"the session failed to handle the call ({type_ or 'untyped'}): {message}")
 
 
 def from_temporal(error: BaseException, session_id: str, action: str) -> ApiError:
@@ -116,7 +124,7 @@ def from_temporal(error: BaseException, session_id: str, action: str) -> ApiErro
         return ApiError(409, "conflict", f"could not {action}: session {session_id!r} has ended")
     if isinstance(error, WorkflowQueryFailedError):
         message = str(error)
-        if "still starting" in message:
+        if rejections.STILL_STARTING in message:
             return ApiError(503, "starting", f"session {session_id!r} is still starting; retry shortly",
                             headers={"Retry-After": "1"})
         if _NO_HANDLER.search(message):

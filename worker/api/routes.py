@@ -19,14 +19,9 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import ValidationError
 
-from activities.items import load_items
+from activities.requests import materialise
 from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, StoreError
-from activities.tokens import count_message_tokens, count_tool_definitions
-from activities.tool_specs import tool_specs
-from worker.api.auth import bearer_scheme
-from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
-from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found
-from worker.api.schemas import (
+from lanes_client.schemas import (
     OBS_PATTERN,
     AppendItemsIn,
     AppendItemsOut,
@@ -54,27 +49,26 @@ from worker.api.schemas import (
     SessionSummary,
     WorkflowInfo,
 )
+from worker.api.auth import bearer_scheme
+from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
+from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found
 from worker.sessions import new_session_id, start_session
+from workflows.context import ids
 from workflows.context.observations import observation_address
-from workflows.context.planner import PlanEntry
-from workflows.context.render import render_messages
 from workflows.context.report import ContextReport
-from workflows.messages import (
-    INLINE_TEXT_LIMIT,
+from workflows.contract import (
     AppendItemsRequest,
     CondenseRequest,
     CondenseResult,
     EpisodeBegin,
     EpisodeEnd,
     ExternalItem,
-    ExternalToolCall,
     PreparedRequest,
     ReplaySpec,
     SessionConfig,
     SessionStatus,
     SubmitRequest,
     SubmitResult,
-    submit_text_problem,
 )
 from workflows.session import SessionWorkflow
 
@@ -132,15 +126,6 @@ async def owned(session_id: SessionId, tenant: Tenant, be: Be) -> SessionRow:
 Owned = Annotated[SessionRow, Depends(owned)]
 
 
-def _require_mode(row: SessionRow, wanted: str, action: str) -> None:
-    mode = row.config.get("mode")
-    if mode is not None and mode != wanted:
-        hint = ("send messages with POST /v1/sessions/{id}/messages" if mode == "hosted"
-                else "append items with POST /v1/sessions/{id}/items and read GET /v1/sessions/{id}/request")
-        raise ApiError(409, "wrong_mode", f"session {row.session_id!r} is in {mode} mode: {action} needs "
-                                          f"{wanted} mode ({hint})")
-
-
 # --- sessions ----------------------------------------------------------------------------
 
 
@@ -150,10 +135,10 @@ TOOLS_OF_MODE: dict[str, list[str]] = {"recall": ["recall_observation"], "none":
 
 def _session_config(body: SessionCreate, session_id: str, tenant: str, request: Request) -> SessionConfig:
     settings = request.app.state.settings
-    fields = SessionConfig.model_fields
     values: dict[str, Any] = {
         "session_id": session_id,
         "tenant": tenant,
+        "mode": body.mode,
         "model": body.model or settings.model,
         "context_window": body.context_window or settings.context_window,
         "max_output_tokens": body.max_output_tokens or settings.max_output_tokens,
@@ -167,11 +152,7 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
         values["tools"] = TOOLS_OF_MODE[body.tools]
     if body.subagents is not None:
         values["subagents"] = body.subagents.model_dump(exclude_none=True)
-    if "mode" in fields:
-        values["mode"] = body.mode
     if body.compaction is not None:
-        if "compaction" not in fields:
-            raise ApiError(400, "unsupported", "this server's session workflow has no compaction settings")
         values["compaction"] = body.compaction.model_dump(exclude_none=True)
     if body.replay is not None:
         if not request.app.state.allow_replay:
@@ -282,10 +263,6 @@ async def cancel_session(row: Owned, be: Be, tenant: Tenant,
 @router.post("/sessions/{session_id}/messages", status_code=202, response_model=MessageAccepted, tags=["hosted"],
              summary="Send a user message: it becomes a task the hosted agent loop runs")
 async def send_message(row: Owned, be: Be, body: MessageIn) -> MessageAccepted:
-    _require_mode(row, "hosted", "sending messages")
-    problem = submit_text_problem(body.text)
-    if problem is not None:
-        raise ApiError(400, "rejected", f"message rejected: {problem}")
     result: SubmitResult = await be.temporal(
         row.session_id, "accept the message",
         lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text)))
@@ -296,16 +273,15 @@ async def send_message(row: Owned, be: Be, body: MessageIn) -> MessageAccepted:
 
 
 def _obs_id(session_id: str, key: str | None, index: int) -> str:
-    if key is None:
-        return f"obs-{session_id}-ext-{uuid.uuid4().hex}"
-    return f"obs-{session_id}-ext-{hashlib.sha256(f'{key}:{index}'.encode()).hexdigest()[:32]}"
+    """Content stored before its append: keyed by the idempotency key, so a retried call reuses it."""
+    digest = uuid.uuid4().hex if key is None else hashlib.sha256(f"{key}:{index}".encode()).hexdigest()[:32]
+    return ids.external_observation_id(session_id, digest)
 
 
 @router.post("/sessions/{session_id}/items", response_model=AppendItemsOut, tags=["external"],
              summary="Append items your agent produced (user, assistant with tool calls, tool results, notes...)")
 async def append_items(row: Owned, be: Be, body: AppendItemsIn,
                        idempotency_key: Annotated[str | None, Header(max_length=200)] = None) -> AppendItemsOut:
-    _require_mode(row, "external", "appending items")
     if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
         raise ApiError(400, "rejected", "Idempotency-Key must be 1-200 printable ASCII characters without spaces")
     sid = row.session_id
@@ -315,17 +291,16 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
     for index, item in enumerate(body.items):
         text = item.text if item.text is not None else ""
         content_ref = None
-        if len(text) > INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
+        if len(text) > ids.INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
             content_ref = _obs_id(sid, idempotency_key, index)
             try:
                 await store.put_observation(sid, content_ref, "pending", text)
             except StoreError as exc:
                 raise ApiError(503, "postgres_unavailable", f"could not store item {index}: {exc}") from None
             stored.append(content_ref)
-            text = None
         items.append(ExternalItem(
-            kind=item.kind, role=item.role, text=text, content_ref=content_ref,
-            tool_calls=[ExternalToolCall(id=c.id, name=c.name, arguments=c.arguments) for c in item.tool_calls],
+            kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,
+            tool_calls=item.tool_calls,
             tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code,
         ))
     update_id = None if idempotency_key is None else \
@@ -336,38 +311,27 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
     return AppendItemsOut(session_id=sid, item_ids=result.item_ids, stored_observations=stored)
 
 
-def _count_messages(messages: list[dict], tools: list[dict], model: str) -> tuple[list[int], int]:
-    return [count_message_tokens(m, model) for m in messages], count_tool_definitions(tools, model)
-
-
 @router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
             summary="The exact messages to send next (compacting first when needed)")
 async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
-    _require_mode(row, "external", "reading the next request")
     sid = row.session_id
     prepared: PreparedRequest = await be.temporal(
         sid, "prepare the next request", lambda h: h.execute_update(SessionWorkflow.prepare_request))
     store = await be.store()
     try:
-        items, contents = await load_items(store, sid, [item_id for item_id, _ in prepared.entries])
+        request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
+                                    tools=prepared.tools, model=prepared.model,
+                                    stable_prefix_entries=prepared.stable_prefix_entries)
     except LookupError as exc:
         raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
-    plan = [PlanEntry(item_id=item_id, projection=projection, tokens=0) for item_id, projection in prepared.entries]
-    messages = render_messages(plan, items, contents, prepared.preview_chars)
-    try:
-        tools = tool_specs(prepared.tools)
-    except ValueError as exc:
+    except ValueError as exc:  # a tool the catalog no longer has
         raise ApiError(409, "conflict", str(exc)) from None
-    prefix = render_messages(plan[: prepared.stable_prefix_entries], items, contents, prepared.preview_chars)
-    stable = 0
-    while stable < min(len(prefix), len(messages)) and prefix[stable] == messages[stable]:
-        stable += 1
-    counts, tool_tokens = await asyncio.to_thread(_count_messages, messages, tools, prepared.model)
+    stable = request.stable_prefix_messages
     return PreparedRequestOut(
-        session_id=sid, model=prepared.model, messages=messages, tools=tools,
-        token_estimate=sum(counts) + tool_tokens, plan_tokens=prepared.total_tokens, budget=prepared.budget,
+        session_id=sid, model=prepared.model, messages=request.messages, tools=request.tools,
+        token_estimate=request.total_tokens, plan_tokens=prepared.total_tokens, budget=prepared.budget,
         fits=prepared.fits, reason=prepared.reason, stable_prefix_entries=prepared.stable_prefix_entries,
-        stable_prefix_messages=stable, stable_prefix_tokens=sum(counts[:stable]),
+        stable_prefix_messages=stable, stable_prefix_tokens=sum(request.message_tokens[:stable]),
         entries=[PlanEntryOut(item_id=item_id, projection=projection.value)
                  for item_id, projection in prepared.entries],
     )
@@ -377,9 +341,9 @@ async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
              summary="Begin an episode (exploration, or action naming the explorations it depends on)")
 async def begin_episode(row: Owned, be: Be, body: EpisodeBeginIn) -> EpisodeAck:
     request = EpisodeBegin(episode_id=body.episode_id, kind=body.kind, goal=body.goal, depends_on=body.depends_on)
-    result = await be.temporal(row.session_id, "begin the episode",
-                               lambda h: h.execute_update(SessionWorkflow.begin_episode, request))
-    return EpisodeAck(session_id=row.session_id, episode_id=body.episode_id, state="begun", result=_plain(result))
+    await be.temporal(row.session_id, "begin the episode",
+                      lambda h: h.execute_update(SessionWorkflow.begin_episode, request))
+    return EpisodeAck(session_id=row.session_id, episode_id=body.episode_id, state="begun")
 
 
 @router.post("/sessions/{session_id}/episodes/{episode_id}/end", response_model=EpisodeAck, tags=["external"],
@@ -388,9 +352,9 @@ async def end_episode(row: Owned, be: Be,
                       episode_id: Annotated[str, Path(pattern=ITEM_ID_PATTERN, min_length=1, max_length=120)],
                       body: Annotated[EpisodeEndIn | None, Body()] = None) -> EpisodeAck:
     request = EpisodeEnd(episode_id=episode_id, conclusion=(body.conclusion if body else None))
-    result = await be.temporal(row.session_id, "end the episode",
-                               lambda h: h.execute_update(SessionWorkflow.end_episode, request))
-    return EpisodeAck(session_id=row.session_id, episode_id=episode_id, state="ended", result=_plain(result))
+    await be.temporal(row.session_id, "end the episode",
+                      lambda h: h.execute_update(SessionWorkflow.end_episode, request))
+    return EpisodeAck(session_id=row.session_id, episode_id=episode_id, state="ended")
 
 
 @router.post("/sessions/{session_id}/condense", response_model=CondenseOut, tags=["external"],
@@ -400,14 +364,6 @@ async def condense(row: Owned, be: Be, body: CondenseIn) -> CondenseOut:
     result: CondenseResult = await be.temporal(
         row.session_id, "condense its context", lambda h: h.execute_update(SessionWorkflow.condense_context, request))
     return CondenseOut(session_id=row.session_id, **result.model_dump())
-
-
-def _plain(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    return value if isinstance(value, dict) else {"value": value}
 
 
 # --- reads -------------------------------------------------------------------------------

@@ -15,15 +15,8 @@ import argparse
 import json
 import sys
 
-from worker.offline_replay import (
-    DEFAULT_BUDGET,
-    DEFAULT_POLICIES,
-    ReplayError,
-    ReplayReport,
-    default_jobs,
-    parse_policy,
-    replay_paths,
-)
+from worker.replay.policies import ReplayError, parse_policy
+from worker.replay.simulator import DEFAULT_BUDGET, DEFAULT_POLICIES, ReplayReport, default_jobs, replay_paths
 
 
 def _policy(value: str) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from workflows.contract import ChildLane, TaskStatus
 from workflows.lane_state import LaneState
-from workflows.messages import ChildLane, TaskStatus
 
 KEPT_TASK_STATUSES = 200  # older finished task statuses are dropped from state
 
@@ -38,14 +38,3 @@ class SessionCheckpoint(BaseModel):
     closed: bool = False
     children: list[ChildLane] = Field(default_factory=list)  # subagent lanes (running ones and recent)
     next_child: int = 0
-
-
-class SaveCheckpointInput(BaseModel):
-    session_id: str
-    checkpoint_id: str
-    checkpoint: SessionCheckpoint
-
-
-class LoadCheckpointInput(BaseModel):
-    session_id: str
-    checkpoint_id: str

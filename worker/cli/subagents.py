@@ -11,7 +11,7 @@ import argparse
 
 from rich.table import Table
 
-from worker.cli_sessions import _client, _common, _console, _print_json, _run
+from worker.cli.sessions import _client, _common, _console, _print_json, _run
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ Used by tests and the offline demo through the real ``openai`` client::
             extra_headers={"X-Lanes-Trajectory": traj_id, "X-Lanes-Turn": "0"})
 
 Which recorded answer is returned is chosen by two request headers: ``X-Lanes-Trajectory``
-(trajectory id, see :mod:`activities.trajectories`; a unique ``/``-suffix of an id is accepted
+(trajectory id, see :mod:`recordings`; a unique ``/``-suffix of an id is accepted
 too) and ``X-Lanes-Turn`` (0-based turn index). Past the last recorded turn the server answers a
 plain final message (:data:`REPLAY_FINISHED_TEXT`) without tool calls, so an agent loop ends.
 Every answer also carries a non-standard top-level ``x_lanes`` object (``trajectory``, ``turn``,
@@ -19,7 +19,7 @@ Every answer also carries a non-standard top-level ``x_lanes`` object (``traject
 Admin endpoints (tests): ``POST /admin/faults`` (see :class:`FaultConfig`), ``GET /admin/faults``,
 ``GET /admin/requests`` (last :data:`REQUEST_LOG_SIZE` chat requests), ``DELETE /admin/requests``.
 
-Run standalone: ``python -m worker.replay_model --port 8099 --trajectory PATH [--trajectory ...]``.
+Run standalone: ``python -m worker.replay.model_server --port 8099 --trajectory PATH [--trajectory ...]``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from activities.trajectories import Trajectory, Turn, iter_trajectories
+from recordings import Trajectory, Turn, iter_trajectories
 
 __all__ = [
     "HEADER_TRAJECTORY",
@@ -290,7 +290,7 @@ def create_app(trajectories: Iterable[Trajectory] | ReplayState) -> FastAPI:
         if turn_index < 0:
             return _error(400, f"Invalid {HEADER_TURN} {turn_raw!r}: expected a 0-based "
                                "integer.", "invalid_request_error", "invalid_replay_turn")
-        model = body.get("model") if isinstance(body.get("model"), str) else REPLAY_MODEL_ID
+        model = body["model"] if isinstance(body.get("model"), str) else REPLAY_MODEL_ID
         return JSONResponse(_completion(seq, model, traj, turn_index, prompt_tokens))
 
     @app.post("/admin/faults")
@@ -442,7 +442,7 @@ def run_replay_model_server(host: str, port: int,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m worker.replay_model",
+    parser = argparse.ArgumentParser(prog="python -m worker.replay.model_server",
                                      description="OpenAI-compatible server replaying recorded "
                                                  "agent trajectories.")
     parser.add_argument("--host", default="127.0.0.1")

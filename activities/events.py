@@ -1,0 +1,38 @@
+"""The event log: what the workflows record about the engine's decisions.
+
+Events are small (ids, counts, token figures, never content) and keyed by (lane, seq),
+so a replayed workflow writes the same rows again and the store keeps one of each.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from temporalio import activity
+
+from activities import metrics
+from activities.runtime import get_runtime
+from activities.store import EventRow
+from workflows.context import ids
+
+
+class EventSpec(BaseModel):
+    lane: str = ids.MAIN_LANE
+    seq: int
+    event_id: str
+    kind: str
+    payload: dict = Field(default_factory=dict)
+
+
+class EventsInput(BaseModel):
+    session_id: str
+    events: list[EventSpec]
+
+
+@activity.defn
+async def record_events(inp: EventsInput) -> int:
+    """Append engine events (compactions, recoveries...) to the session's event log."""
+    runtime = await get_runtime()
+    rows = [EventRow(**e.model_dump()) for e in inp.events]
+    inserted = await runtime.store.append_events(inp.session_id, rows)
+    metrics.observe_events(rows)
+    return inserted

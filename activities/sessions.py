@@ -1,0 +1,69 @@
+"""Sessions and their checkpoints: registering a session, and what continue-as-new carries.
+
+A checkpoint is written under an id the workflow chose (idempotent by id) and read back by
+the next run, whose input holds only that id.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.runtime import get_runtime
+from activities.store import CheckpointNotFound
+from activities.tokens import count_tool_definitions
+from workflows.session_checkpoint import SessionCheckpoint
+from workflows.tools import tool_specs
+
+CHECKPOINT_NOT_FOUND = "CheckpointNotFound"
+
+
+class SessionStartInput(BaseModel):
+    session_id: str
+    tenant: str
+    config: dict
+    tools: list[str]
+    model: str
+
+
+class SessionStartResult(BaseModel):
+    tool_definition_tokens: int
+
+
+class SaveCheckpointInput(BaseModel):
+    session_id: str
+    checkpoint_id: str
+    checkpoint: SessionCheckpoint
+
+
+class LoadCheckpointInput(BaseModel):
+    session_id: str
+    checkpoint_id: str
+
+
+@activity.defn
+async def start_session(inp: SessionStartInput) -> SessionStartResult:
+    """Register the session and measure the fixed cost of its tool definitions."""
+    runtime = await get_runtime()
+    await runtime.store.ensure_session(inp.session_id, inp.tenant, inp.config)
+    return SessionStartResult(tool_definition_tokens=count_tool_definitions(tool_specs(inp.tools), inp.model))
+
+
+@activity.defn
+async def save_checkpoint(inp: SaveCheckpointInput) -> None:
+    """Write the session state the next run continues from (idempotent by id)."""
+    runtime = await get_runtime()
+    await runtime.store.put_checkpoint(
+        inp.session_id, inp.checkpoint_id, inp.checkpoint.lane.lane, inp.checkpoint.model_dump(mode="json")
+    )
+
+
+@activity.defn
+async def load_checkpoint(inp: LoadCheckpointInput) -> SessionCheckpoint:
+    runtime = await get_runtime()
+    try:
+        state = await runtime.store.get_checkpoint(inp.session_id, inp.checkpoint_id)
+    except CheckpointNotFound as error:
+        raise ApplicationError(str(error), type=CHECKPOINT_NOT_FOUND, non_retryable=True) from None
+    return SessionCheckpoint.model_validate(state)

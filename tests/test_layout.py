@@ -1,0 +1,145 @@
+"""The layout the README's table promises, checked on the code.
+
+Every folder the table names exists, every code folder is named there, and each holds only
+what its row says: the imports between them follow the rules below. The activity calls of
+the workflows are tied to what the worker registers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio import activity
+
+from workflows import activity_calls
+
+ROOT = Path(__file__).resolve().parents[1]
+ORCHESTRATION = {"workflows.session", "workflows.lane", "workflows.lane_workflow", "workflows.agent_loop",
+                 "workflows.subagents", "workflows.activity_calls"}
+IO_LIBRARIES = {"asyncpg", "openai", "httpx", "tiktoken", "subprocess", "socket", "os", "time", "random", "pathlib"}
+SERVER_LIBRARIES = {"temporalio", "asyncpg", "openai", "fastapi", "uvicorn", "tiktoken", "prometheus_client"}
+# What each folder of the table may not import (absolute module prefixes).
+FORBIDDEN: dict[str, set[str]] = {
+    "workflows/context": {"workflows.contract", "workflows.tools", "workflows.session", "activities", "worker",
+                          "recordings", "lanes_client", "temporalio", *IO_LIBRARIES},
+    "workflows": {"worker", "lanes_client", "recordings", *IO_LIBRARIES},
+    "activities": {"worker", "lanes_client", *ORCHESTRATION},
+    "recordings": {"activities", "worker", "lanes_client", "temporalio", *ORCHESTRATION},
+    "lanes_client": {"activities", "worker", "recordings", *ORCHESTRATION, *(SERVER_LIBRARIES - {"httpx"})},
+    "worker": set(),
+}
+
+
+def _table_paths() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    return [m.group(1).rstrip("/") for m in re.finditer(r"^\| `([^`]+)` \|", section, re.MULTILINE)]
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+def _modules_of(folder: str) -> list[Path]:
+    base = ROOT / folder
+    # a folder's own rule covers its files; a nested folder with a row of its own has its own rule
+    nested = {ROOT / p for p in FORBIDDEN if p != folder and p.startswith(folder + "/")}
+    return [p for p in sorted(base.rglob("*.py")) if not any(n in p.parents for n in nested)]
+
+
+def _matches(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_the_table_names_every_code_folder_and_each_exists():
+    listed = _table_paths()
+    assert all((ROOT / path).is_dir() for path in listed), listed
+    code_folders = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and any(p.rglob("*.py"))
+                    and p.name not in ("build",) and not p.name.endswith(".egg-info")}
+    assert code_folders <= {path.split("/")[0] for path in listed}, code_folders - set(listed)
+    assert set(FORBIDDEN) <= set(listed)
+
+
+def test_each_folder_imports_only_what_its_row_allows():
+    problems = []
+    for folder, forbidden in FORBIDDEN.items():
+        for path in _modules_of(folder):
+            for name in _imports(path):
+                if any(_matches(name, prefix) for prefix in forbidden):
+                    problems.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert problems == []
+
+
+def test_one_request_renderer():
+    """Requests are rendered by the materialiser (and by the offline simulator, which has no
+    store); nothing else, so an external agent gets the request a hosted session sends."""
+    users = {p.relative_to(ROOT).as_posix() for folder in ("workflows", "activities", "worker", "lanes_client")
+             for p in (ROOT / folder).rglob("*.py") if "render_messages(" in p.read_text()}
+    assert users == {"workflows/context/render.py", "activities/requests.py", "worker/replay/policies.py"}
+
+
+def test_the_client_imports_without_the_server():
+    code = ("import sys, lanes_client; "
+            f"print(sorted(m for m in {sorted(SERVER_LIBRARIES - {'httpx'})!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def _resolve(node: ast.expr) -> object:
+    """The object a dotted name in activity_calls refers to (``items.store_text``...)."""
+    if isinstance(node, ast.Name):
+        return vars(activity_calls)[node.id]
+    assert isinstance(node, ast.Attribute), ast.unparse(node)
+    return getattr(_resolve(node.value), node.attr)
+
+
+def _called_activities() -> dict[str, list[str]]:
+    """helper name -> names of the activities its execute_activity call may run."""
+    tree = ast.parse(Path(activity_calls.__file__).read_text())
+    called: dict[str, list[str]] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.AsyncFunctionDef):
+            continue
+        targets: list[ast.expr] = []
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Call) and getattr(inner.func, "attr", "") in ("execute_activity",
+                                                                                  "execute_activity_method"):
+                targets.append(inner.args[0])
+            elif isinstance(inner, ast.IfExp) and isinstance(inner.body, ast.Attribute):
+                targets += [inner.body, inner.orelse]
+        names: list[str] = []
+        for target in targets:
+            if isinstance(target, ast.Attribute):
+                name = activity._Definition.must_from_callable(_resolve(target)).name
+                assert name is not None  # every activity here has a name (no dynamic activities)
+                names.append(name)
+        called[node.name] = names
+    return called
+
+
+def test_every_helper_calls_the_activity_of_its_name_and_the_worker_registers_it():
+    from worker.worker import WORKFLOWS  # noqa: F401  (the worker module builds its list from ACTIVITIES)
+
+    registered = {str(activity._Definition.must_from_callable(fn).name) for fn in activity_calls.ACTIVITIES}
+    registered.add("describe_lanes")  # LaneInspector's method, bound to the worker's client
+    called = _called_activities()
+    assert called, "no helpers found"
+    for helper, names in called.items():
+        assert names and names[0] == helper, (helper, names)
+        assert set(names) <= registered, (helper, set(names) - registered)
+    defined = set()
+    for path in (ROOT / "activities").glob("*.py"):
+        defined |= {node.name for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.AsyncFunctionDef)
+                    and any("activity.defn" in ast.unparse(d) for d in node.decorator_list)}
+    assert defined <= registered, f"defined but never registered: {defined - registered}"

@@ -1,0 +1,258 @@
+"""The client contract of ``SessionWorkflow``: its configuration, and what its updates
+and queries take and return. The HTTP API, the CLI and any Temporal client speak these.
+
+Everything here crosses Temporal's history, so it carries metadata only: ids, token
+counts and small fields. Bulk text lives in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from workflows.context.content import ToolCall
+from workflows.context.ids import INLINE_TEXT_LIMIT, MAX_SUBMIT_CHARS
+from workflows.context.items import Projection
+from workflows.tools import TOOL_SPECS, unknown_tools
+
+# hosted: the session runs the agent loop (update submit); external: an agent running
+# elsewhere appends items and asks for the next request.
+SessionMode = Literal["hosted", "external"]
+TaskState = Literal["queued", "running", "completed", "failed"]
+ChildLaneState = Literal["running", "completed", "blocked", "failed", "abandoned"]
+CondenseStatus = Literal["accepted", "rejected", "no-op"]
+
+
+class ReplaySpec(BaseModel):
+    """Drive the session from a recorded trajectory instead of a live model."""
+
+    trajectory_path: str
+    trajectory_id: str
+    model_base_url: str  # the replay model server (worker.replay.model_server) serving it
+    # What subagent lanes replay: the n-th lane spawned replays subagents[n % len]; a
+    # replayed session without recordings for its subagents cannot spawn any.
+    subagents: list[ReplaySpec] = Field(default_factory=list)
+
+
+class CompactionSettings(BaseModel):
+    """``compaction.enabled``: try one bounded LLM condensation at 80 % pressure before
+    the deterministic fallback. Off, the fallback runs only over the budget."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    condenser_model: str | None = None  # None: the worker's LANES_CONDENSER_MODEL
+    condenser_base_url: str | None = None  # None: the worker's OPENAI_BASE_URL
+    condenser_window: int = Field(128_000, gt=0)
+    timeout_seconds: float = Field(120.0, gt=0)
+    # loop guard: after this many failed attempts in a row, wait until the source grew
+    max_consecutive_failures: int = Field(3, ge=1)
+    retry_after_growth_tokens: int = Field(2_000, ge=0)
+
+
+class SubagentSettings(BaseModel):
+    """Subagent lanes: child workflows started by the ``spawn_subagent`` tool or the API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False  # offer the spawn_subagent tool to the model
+    max_concurrent: int = Field(3, ge=1, le=50)  # running children; more wait (tool) or are refused (API)
+    # model turns of one child; a child does not continue as new, so this bounds its history
+    # (about 16 events a turn: 250 turns stay far below Temporal's limits)
+    max_turns: int = Field(100, ge=1, le=250)
+    budget_tokens: int | None = Field(None, gt=0)  # a child's working-set budget (default: the parent's)
+    # The most of a child's budget the parent's shared prefix may take; a larger request is
+    # shared as its stable and memory segments only.
+    max_prefix_share: float = Field(0.6, gt=0, lt=1)
+
+
+# Fields earlier versions wrote into recorded histories and checkpoints; accepted and dropped.
+_RETIRED_CONFIG_FIELDS = ("tool_definition_tokens",)
+
+
+class SessionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: str
+    tenant: str = "default"
+    # None: either kind of call (sessions started before modes were declared are read so)
+    mode: SessionMode | None = "hosted"
+    model: str = "gpt-4o-mini"
+    context_window: int = 128_000
+    max_output_tokens: int = 4_096
+    budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
+    max_turns_per_task: int = 400
+    # A run continues as new after this many model turns, or earlier when Temporal suggests it.
+    turns_per_run: int = 250
+    system_prompt: str = "You are a careful software engineering agent."
+    replay: ReplaySpec | None = None
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    subagents: SubagentSettings = Field(default_factory=SubagentSettings)
+    # The tools offered to the model (None: the mode's default; see workflows.session.session_tools).
+    tools: list[str] | None = Field(default=None, max_length=30)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_retired(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(f in data for f in _RETIRED_CONFIG_FIELDS):
+            return {k: v for k, v in data.items() if k not in _RETIRED_CONFIG_FIELDS}
+        return data
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, tools: list[str] | None) -> list[str] | None:
+        if unknown := unknown_tools(tools or []):
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOL_SPECS)}")
+        return tools
+
+
+class SessionInput(BaseModel):
+    config: SessionConfig
+    checkpoint_id: str | None = None  # set when continuing as new
+
+
+# --- hosted mode -------------------------------------------------------------------------
+
+
+class SubmitRequest(BaseModel):
+    """A user message. ``text`` is checked by the update validator, not by decoding,
+    so that bad input is rejected with a clear error instead of failing a workflow task."""
+
+    text: Any = None
+
+
+def submit_text_problem(value: object) -> str | None:
+    """What is wrong with a submitted message, or None when it is acceptable."""
+    if not isinstance(value, str):
+        return f"message must be text, got {type(value).__name__}"
+    if not value.strip():
+        return "message is empty"
+    if len(value) > MAX_SUBMIT_CHARS:
+        return f"message has {len(value)} characters; the limit is {MAX_SUBMIT_CHARS}"
+    return None
+
+
+class SubmitResult(BaseModel):
+    task_id: str
+
+
+class TaskStatus(BaseModel):
+    task_id: str
+    state: TaskState
+    turns: int = 0
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("completed", "failed")
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    tasks: list[TaskStatus]
+    turns: int
+    items: int
+    next_seq: int
+    closed: bool
+
+
+# --- external-agent mode -----------------------------------------------------------------
+
+
+class ExternalItem(BaseModel):
+    """One item an external agent appends. Content travels inline when small, else as
+    ``content_ref``: an observation the API already stored in PostgreSQL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field(min_length=1, max_length=64)  # user / assistant / tool_result / note / decision / ...
+    role: str | None = None  # default from kind
+    text: str | None = Field(default=None, max_length=INLINE_TEXT_LIMIT)
+    content_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    tool_calls: list[ToolCall] = Field(default_factory=list, max_length=64)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    exit_code: int | None = None
+
+
+class AppendItemsRequest(BaseModel):
+    items: list[ExternalItem] = Field(min_length=1, max_length=100)
+
+
+class AppendItemsResult(BaseModel):
+    item_ids: list[str]
+
+
+class PreparedRequest(BaseModel):
+    """What ``GET /request`` renders: the plan, after any compaction it needed."""
+
+    entries: list[tuple[str, Projection]]
+    stable_prefix_entries: int
+    total_tokens: int
+    budget: int
+    fits: bool
+    reason: str = ""
+    preview_chars: int
+    model: str
+    tools: list[str]
+
+
+class EpisodeBegin(BaseModel):
+    episode_id: str = Field(min_length=1, max_length=120)
+    kind: str  # exploration / action
+    goal: str = Field(min_length=1, max_length=2_000)
+    depends_on: list[str] = Field(default_factory=list, max_length=50)
+
+
+class EpisodeEnd(BaseModel):
+    episode_id: str = Field(min_length=1, max_length=120)
+    conclusion: str | None = Field(default=None, max_length=4_000)
+
+
+class CondenseRequest(BaseModel):
+    """Memory JSON for ``condense_context`` (validated by the engine's schema)."""
+
+    memory: dict
+
+
+class CondenseResult(BaseModel):
+    status: CondenseStatus
+    reason: str = ""
+    memory_id: str | None = None
+    archived: int = 0
+
+
+# --- subagent lanes ----------------------------------------------------------------------
+
+
+class SpawnRequest(BaseModel):
+    """Start a subagent: the ``spawn_subagent`` tool's arguments, or the API's body."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    brief: str = Field(min_length=1, max_length=20_000)
+    tools: list[str] | None = Field(default=None, max_length=20)  # None: the parent's tools
+
+
+class SpawnResult(BaseModel):
+    lane: str
+    workflow_id: str
+
+
+class ChildLane(BaseModel):
+    """A subagent lane as its parent tracks it (metadata only)."""
+
+    lane: str
+    workflow_id: str
+    brief_digest: str
+    tools: list[str]
+    task_id: str | None  # the parent task that spawned it (None: the API, outside a task)
+    tool_call_id: str | None  # the spawn_subagent call it answers (None: spawned by the API)
+    state: ChildLaneState = "running"
+    handoff_item_id: str | None = None  # the handoff item in the parent's lane, once recorded
+    reason: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "running"

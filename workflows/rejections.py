@@ -1,0 +1,57 @@
+"""Why a session refused a call, as a type: callers branch on the type, never on wording.
+
+Update validators and handlers raise these non-retryable ``ApplicationError``s; an update
+refused by its validator leaves nothing stored, and one refused inside its handler fails
+that update only (never the workflow task). Activities that find an input they can never
+accept raise ``INVALID_INPUT`` too. The HTTP API maps each type to a status with one table
+(``worker/api/errors.py``).
+"""
+
+from __future__ import annotations
+
+from temporalio.exceptions import ApplicationError
+
+from workflows.context.errors import EngineError
+
+INVALID_INPUT = "InvalidInput"  # the input itself is wrong; the same call never succeeds
+CONFLICT = "Conflict"  # the session's current state does not allow it; it may succeed later
+SESSION_CLOSED = "SessionClosed"  # the session was closed and takes no more work
+WRONG_MODE = "WrongMode"  # a hosted-mode call on an external session, or the reverse
+REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE)
+
+# Queries cannot carry an error type (the client sees a message only): a query asked
+# while a run restores its checkpoint fails with a message holding this, which clients test for.
+STILL_STARTING = "is still starting"
+
+
+def rejection(type_: str, message: str) -> ApplicationError:
+    return ApplicationError(message, type=type_, non_retryable=True)
+
+
+def invalid_input(message: str) -> ApplicationError:
+    return rejection(INVALID_INPUT, message)
+
+
+def conflict(message: str) -> ApplicationError:
+    return rejection(CONFLICT, message)
+
+
+def session_closed(action: str) -> ApplicationError:
+    return rejection(SESSION_CLOSED, f"{action} rejected: the session is closed")
+
+
+def wrong_mode(mode: str, action: str) -> ApplicationError:
+    hint = ("send messages with POST /v1/sessions/{id}/messages (update submit)" if mode == "hosted"
+            else "append items with POST /v1/sessions/{id}/items and read GET /v1/sessions/{id}/request")
+    wanted = "external" if mode == "hosted" else "hosted"
+    return rejection(WRONG_MODE, f"the session is in {mode} mode: {action} needs {wanted} mode ({hint})")
+
+
+def still_starting(what: str) -> ApplicationError:
+    return conflict(f"the {what} {STILL_STARTING}")
+
+
+def from_engine(error: EngineError, action: str | None = None) -> ApplicationError:
+    """An engine refusal: a conflict when the lane's state is why, else invalid input."""
+    message = str(error) if action is None else f"{action} rejected: {error}"
+    return rejection(CONFLICT if error.conflict else INVALID_INPUT, message)
