@@ -1,0 +1,321 @@
+"""Run a model-written shell command inside a bubblewrap sandbox.
+
+The command sees: read-only ``/usr`` (and the ``/bin``/``/lib*``/``/sbin`` links), a
+handful of read-only ``/etc`` files plus a synthetic ``/etc/passwd``/``/etc/group``, a
+fresh ``/proc`` and ``/dev``, a private size-capped ``/tmp``, and the session's workspace
+read-write at ``/workspace``. Nothing else of the host: no environment (bwrap itself is
+exec'd with an empty one, since ``/proc/1/environ`` in the sandbox is bwrap's), no network
+unless the policy allows it, no other workspaces, no host processes (own pid namespace).
+
+The process tree lives in its own pid namespace, whose init (bwrap's child) dies with
+bwrap (``--die-with-parent``); when it dies the kernel kills everything left inside,
+``setsid`` daemons included. bwrap exits as soon as the command itself does, so a
+background job that keeps stdout open cannot hold the call, and a timeout, a cancellation
+or the worker's death leaves nothing running. Limits: ``SandboxLimits``; threat model and
+host requirements: deploy/README.md, "Tool sandbox".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import functools
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SANDBOX_UID = 1000  # the command's uid/gid inside the sandbox
+# Host uid/gid the sandbox runs as when the worker is root. In a user namespace the
+# sandbox's uid maps to the uid that started bwrap; mapped to host root it could chmod the
+# host's /dev/null (a bind of the real inode, which it would own) and RLIMIT_NPROC would
+# not apply (the kernel exempts root). No account should use this id on the host.
+ID_WHEN_ROOT = 64999
+# One execve argument is at most MAX_ARG_STRLEN (32 pages) bytes, or bash -c fails (E2BIG).
+MAX_COMMAND_BYTES = 131_071
+_PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/bash\n" \
+          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+_GROUP = f"sandbox:x:{SANDBOX_UID}:\nnogroup:x:65534:\n"
+_HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost sandbox\n"
+_ETC_ALWAYS = ("/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime")
+_ETC_NETWORK = ("/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf",
+                "/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates.conf")
+_FIX = ("install the Debian package 'bubblewrap' (and 'util-linux' for prlimit), and allow "
+        "unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 (Debian "
+        "kernels) and user.max_user_namespaces > 0; in a container the seccomp/AppArmor "
+        "profile must allow unshare/clone(CLONE_NEWUSER) (Docker's default seccomp profile "
+        "blocks it). See deploy/README.md, 'Tool sandbox'.")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout_seconds: float = 120.0   # wall clock, whole call
+    cpu_seconds: int = 120           # RLIMIT_CPU: per process, not per tree
+    memory_bytes: int = 2 << 30      # RLIMIT_AS: virtual address space, per process
+    max_file_bytes: int = 256 << 20  # RLIMIT_FSIZE: largest file a process may write
+    max_processes: int = 256         # RLIMIT_NPROC: see _limits() for what it counts
+    max_open_files: int = 1024       # RLIMIT_NOFILE: per process
+    max_output_chars: int = 200_000  # output kept: first 60% and last 40%
+    tmp_bytes: int = 256 << 20       # size of each tmpfs (/tmp, /dev/shm): RAM not in RLIMIT_AS
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    network: bool = False
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    text: str            # merged stdout+stderr, capped (plus a timeout note)
+    exit_code: int       # the command's; 128+N when killed by signal N; 124 on timeout
+    timed_out: bool
+    output_chars: int    # characters the command wrote in total
+    truncated: bool
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create its namespaces here."""
+
+
+def _executable(name: str) -> str:
+    found = shutil.which(name) or shutil.which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
+    if found is None:
+        raise SandboxUnavailable(f"'{name}' was not found on PATH; {_FIX}")
+    return found
+
+
+def _ids() -> tuple[int, int] | None:
+    """The host uid/gid to drop to before bwrap, or None to keep the worker's own."""
+    return (ID_WHEN_ROOT, ID_WHEN_ROOT) if os.geteuid() == 0 else None
+
+
+def _limits(limits: SandboxLimits) -> list[str]:
+    # Set by prlimit(1) between the fork and bwrap's exec (no Python runs in the child),
+    # inherited by every process in the sandbox; they cannot be raised (no capability in
+    # the host's user namespace). RLIMIT_NPROC counts the processes of the *host* uid the
+    # sandbox maps to, across user namespaces: all concurrent sandboxes share it, and
+    # with a non-root worker so do the worker's own threads. For host root it is not
+    # enforced at all, which is one reason a root worker drops to ID_WHEN_ROOT.
+    return ["--cpu=%d:%d" % (limits.cpu_seconds, limits.cpu_seconds + 1),  # SIGXCPU, then SIGKILL
+            f"--as={limits.memory_bytes}", f"--fsize={limits.max_file_bytes}",
+            f"--nproc={limits.max_processes}", f"--nofile={limits.max_open_files}", "--core=0"]
+
+
+def _bwrap_args(policy: SandboxPolicy, workspace: Path, data_fds: dict[str, int]) -> list[str]:
+    args = ["--unshare-all", "--unshare-user",  # --unshare-all only *tries* the user namespace
+            "--disable-userns",  # no nested user namespaces: a big kernel attack surface
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
+    if policy.network:
+        args.append("--share-net")
+    args += ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = f"/{name}"  # merged-/usr hosts have links, older ones directories
+        if os.path.islink(host):
+            args += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            args += ["--ro-bind", host, host]
+    args += ["--perms", "0755", "--dir", "/etc"]  # else bwrap makes it 0700
+    for path in _ETC_ALWAYS + (_ETC_NETWORK if policy.network else ()):
+        args += ["--ro-bind-try", path, path]
+    for path, fd in data_fds.items():
+        args += ["--perms", "0644", "--ro-bind-data", str(fd), path]
+    size = str(policy.limits.tmp_bytes)
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm",
+             "--size", size, "--tmpfs", "/tmp", "--bind", str(workspace), "/workspace",
+             "--remount-ro", "/",  # the root tmpfs holding the mount points
+             "--chdir", "/workspace", "--clearenv"]
+    for name, value in (("PATH", "/usr/local/bin:/usr/bin:/bin"), ("HOME", "/workspace"),
+                        ("LANG", "C.UTF-8"), ("TMPDIR", "/tmp"), ("USER", "sandbox"),
+                        ("LOGNAME", "sandbox")):
+        args += ["--setenv", name, value]
+    return args
+
+
+def _argv(policy: SandboxPolicy, workspace: Path, data_fds: dict[str, int], command: str) -> list[str]:
+    return [_executable("prlimit"), *_limits(policy.limits), "--",
+            _executable("bwrap"), *_bwrap_args(policy, workspace, data_fds), "--", "bash", "-c", command]
+
+
+def _data_pipes() -> dict[str, int]:
+    """Read ends of pipes holding the synthetic /etc files (each far below a pipe's 64 KiB)."""
+    fds = {}
+    for path, text in (("/etc/passwd", _PASSWD), ("/etc/group", _GROUP), ("/etc/hosts", _HOSTS)):
+        read, write = os.pipe()
+        os.write(write, text.encode())
+        os.close(write)
+        fds[path] = read
+    return fds
+
+
+def _spawn_kwargs(ids: tuple[int, int] | None, fds: list[int]) -> dict:
+    kwargs = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                  env={}, cwd="/", pass_fds=fds,
+                  start_new_session=True)  # its own process group: one killpg reaches bwrap
+    if ids is not None:
+        kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
+    return kwargs
+
+
+def _hand_over(workspace: Path, ids: tuple[int, int] | None) -> None:
+    """Make the workspace usable by the sandbox's host uid (only when the worker is root)."""
+    if ids is None:
+        return
+    uid, gid = ids
+    for parent in workspace.parents:  # bwrap resolves the path as that uid: it must pass
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            raise SandboxUnavailable(f"{parent} is not searchable by uid {uid}, the uid a root "
+                                     f"worker's sandbox runs as; use a workspace root under "
+                                     f"world-searchable directories (chmod o+x)")
+    os.chown(workspace, uid, gid, follow_symlinks=False)
+    # fwalk + dir_fd + no-follow: a symlink swapped in meanwhile cannot redirect a chown.
+    for _, dirs, files, dir_fd in os.fwalk(workspace, follow_symlinks=False):
+        for name in dirs + files:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if st.st_uid == uid or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                continue  # may be a hard link to a file outside the workspace: never give it away
+            os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+
+
+class _Capped:
+    """Keeps the first 60% and the last 40% of the text; counts all of it."""
+
+    def __init__(self, limit: int) -> None:
+        self.head_limit = limit * 6 // 10
+        self.tail_limit = limit - self.head_limit
+        self.head: list[str] = []
+        self.head_len = 0
+        self.tail = ""
+        self.seen = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        text = self.decoder.decode(data, final)
+        self.seen += len(text)
+        room = self.head_limit - self.head_len
+        if room > 0:
+            self.head.append(text[:room])
+            self.head_len += len(self.head[-1])
+            text = text[room:]
+        if text and self.tail_limit > 0:  # never join more than one chunk to the tail
+            kept = self.tail if len(text) < self.tail_limit else ""
+            self.tail = (kept + text)[-self.tail_limit:]
+
+    def text(self) -> tuple[str, bool]:
+        dropped = self.seen - self.head_len - len(self.tail)
+        marker = f"\n[... {dropped} characters of output dropped ...]\n" if dropped else ""
+        return "".join(self.head) + marker + self.tail, dropped > 0
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the sandbox's pid 1: the kernel then kills every process in its namespace."""
+    # bwrap's child, the namespace's init, runs in a session of its own (--new-session),
+    # out of reach of a killpg on bwrap. It dies with bwrap anyway (--die-with-parent sets
+    # PDEATHSIG), but not if bwrap is killed before the child has set that up, so kill it
+    # by pid too, read from bwrap's children while bwrap still lives (and has not reaped it).
+    try:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    except OSError:  # gone already, or a kernel without CONFIG_PROC_CHILDREN
+        children = []
+    for pid in children:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # bwrap's own group (start_new_session)
+    except ProcessLookupError:
+        pass
+
+
+async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy()) -> SandboxResult:
+    """Run ``bash -c command`` in the sandbox with ``workspace`` at /workspace.
+
+    A root worker first hands the workspace tree over to ID_WHEN_ROOT (chown; files with
+    several hard links excepted), and its path must be searchable by that uid. Raises
+    SandboxUnavailable when the sandbox cannot run here, ValueError for a command with a
+    NUL byte or longer than MAX_COMMAND_BYTES.
+    """
+    if "\0" in command or len(command.encode()) > MAX_COMMAND_BYTES:
+        raise ValueError(f"a command must be free of NUL bytes and at most {MAX_COMMAND_BYTES} "
+                         f"bytes (write long content with a file tool instead)")
+    problem = sandbox_problem()
+    if problem is not None:
+        raise SandboxUnavailable(problem)
+    workspace = workspace.resolve()
+    workspace.mkdir(parents=True, exist_ok=True)
+    ids = _ids()
+    if ids is not None:
+        await asyncio.to_thread(_hand_over, workspace, ids)
+    limits = policy.limits
+    data = _data_pipes()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *_argv(policy, workspace, data, command), **_spawn_kwargs(ids, list(data.values())))
+    finally:
+        for fd in data.values():
+            os.close(fd)
+    out = _Capped(limits.max_output_chars)
+
+    async def pump() -> int:
+        # read() hands over what the stream buffered (<= 64 KiB + one pipe read); the
+        # transport pauses when that buffer is full, so memory stays bounded.
+        while chunk := await proc.stdout.read(1 << 20):
+            out.feed(chunk)
+        return await proc.wait()
+
+    timed_out = False
+    try:
+        exit_code = await asyncio.wait_for(pump(), limits.timeout_seconds)
+    except asyncio.TimeoutError:
+        timed_out = True
+        _kill(proc)
+        try:  # what the pipe still holds; it closes once the namespace is gone
+            await asyncio.wait_for(pump(), 10)
+        except asyncio.TimeoutError:
+            pass
+        exit_code = 124
+    except BaseException:  # cancelled (or anything else): leave nothing running
+        _kill(proc)
+        raise
+    out.feed(b"", final=True)
+    text, truncated = out.text()
+    if timed_out:
+        text += (f"\n[command timed out after {limits.timeout_seconds:g} s; it and every "
+                 f"process it started were killed]")
+    return SandboxResult(text, exit_code, timed_out, out.seen, truncated)
+
+
+@functools.cache
+def sandbox_problem() -> str | None:
+    """None when the sandbox works here, else why not (probed once per process)."""
+    try:
+        _executable("prlimit"), _executable("bwrap")
+    except SandboxUnavailable as error:
+        return str(error)
+    ids = _ids()
+    with tempfile.TemporaryDirectory(prefix="lanes-sandbox-probe-") as tmp:
+        workspace = Path(tmp)
+        workspace.chmod(0o755)
+        data = _data_pipes()
+        try:
+            _hand_over(workspace, ids)
+            done = subprocess.run(_argv(SandboxPolicy(), workspace, data, "echo sandbox-ok"),
+                                  **_spawn_kwargs(ids, list(data.values())), timeout=30)
+        except (OSError, subprocess.SubprocessError, SandboxUnavailable) as error:
+            return f"the sandbox could not start ({error}); {_FIX}"
+        finally:
+            for fd in data.values():
+                os.close(fd)
+    output = done.stdout.decode(errors="replace").strip()
+    if done.returncode != 0 or output != "sandbox-ok":
+        return f"bubblewrap failed (exit {done.returncode}: {output[-500:]!r}); {_FIX}"
+    return None
