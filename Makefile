@@ -32,7 +32,8 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test-tools:
-	@missing=""; for tool in chromium shellcheck; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	@missing=""; for pair in chromium:chromium shellcheck:shellcheck bwrap:bubblewrap; do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 	  && (apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) \
 	  || echo "not installed:$$missing (the tests that need them will be skipped)"; }

@@ -235,7 +235,8 @@ def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> Appli
 async def condense_with_llm(inp: CondensationInput) -> CondensationOutcome:
     start = time.monotonic()
     try:
-        outcome = await _condense(inp)
+        async with heartbeating():  # from the start: PostgreSQL may be waited for first
+            outcome = await _condense(inp)
     except Exception as error:
         metrics.observe_condensation_error(error, time.monotonic() - start)
         raise
@@ -297,13 +298,12 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
         max_output = max(1, min(inp.reserve_tokens, inp.condenser_window - used)) if inp.reserve_tokens else None
         call_start = time.monotonic()
         try:
-            async with heartbeating():
-                response = await client.chat.completions.create(
-                    model=model,
-                    messages=cast(list[Any], conversation),  # chat messages, as dicts
-                    max_tokens=max_output if max_output else openai.omit,
-                    response_format={"type": "json_object"} if inp.json_mode else openai.omit,
-                )
+            response = await client.chat.completions.create(
+                model=model,
+                messages=cast(list[Any], conversation),  # chat messages, as dicts
+                max_tokens=max_output if max_output else openai.omit,
+                response_format={"type": "json_object"} if inp.json_mode else openai.omit,
+            )
         except openai.APIStatusError as error:
             if is_context_overflow(error):
                 metrics.observe_model_call("condenser", time.monotonic() - call_start, CONTEXT_LENGTH_EXCEEDED)

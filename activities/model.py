@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 import openai
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -19,6 +19,7 @@ from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import StoredItem, ToolCallRef, finish_item, store_item, stored_item
 from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
+from activities.replay import follow_ups
 from activities.requests import PlanDelta, materialise, resolve_plan
 from activities.runtime import get_runtime
 from workflows.context.content import ItemContent, ToolCall
@@ -53,6 +54,8 @@ class ModelCallResult(BaseModel):
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     request_tokens: int  # our own count of what was sent
+    # A replay: the user text recorded after this turn, which the session feeds on.
+    follow_ups: list[str] = Field(default_factory=list)
 
 def map_provider_error(error: openai.APIError) -> ApplicationError:
     """Translate a provider error into what Temporal should do about it."""
@@ -115,6 +118,14 @@ def _result(item: Item, content: ItemContent, finish_reason: str | None, request
 
 @activity.defn
 async def call_model(inp: ModelCallInput) -> ModelCallResult:
+    async with heartbeating():  # from the start: PostgreSQL may be waited for before the model is
+        result = await _call_model(inp)
+    if inp.replay is not None:
+        result.follow_ups = follow_ups(inp.replay.trajectory_path, inp.replay_turn)
+    return result
+
+
+async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     runtime = await get_runtime()
     store = runtime.store
     done = await stored_item(store, inp.session_id, inp.lane, inp.response_item_id)
@@ -139,14 +150,13 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
         headers = {}
     try:
         with metrics.model_call_timer("agent"):
-            async with heartbeating():
-                response = await client.chat.completions.create(
-                    model=inp.model,
-                    messages=cast(list[Any], request.messages),  # the renderer's chat messages, as dicts
-                    tools=cast(list[Any], request.tools) or openai.omit,
-                    max_tokens=inp.max_output_tokens,
-                    extra_headers=headers,
-                )
+            response = await client.chat.completions.create(
+                model=inp.model,
+                messages=cast(list[Any], request.messages),  # the renderer's chat messages, as dicts
+                tools=cast(list[Any], request.tools) or openai.omit,
+                max_tokens=inp.max_output_tokens,
+                extra_headers=headers,
+            )
     except openai.APIError as error:
         raise map_provider_error(error) from None
     except ValueError as error:  # a body that is not JSON at all

@@ -33,6 +33,10 @@ class ActivitySettings(Protocol):
     def model_timeout_seconds(self) -> float: ...
     @property
     def workspace_root(self) -> Path | None: ...
+    @property
+    def unsafe_no_sandbox(self) -> bool: ...
+    @property
+    def store_outage_seconds(self) -> float: ...
 
 
 _settings: ActivitySettings | None = None
@@ -65,4 +69,4 @@ async def get_runtime() -> Runtime:
         raise misconfigured("activities run in a process that never called configure_runtime")
     if not _settings.database_url:
         raise misconfigured("DATABASE_URL is not set in the worker process")
-    return Runtime(_settings, await get_store(_settings.database_url))
+    return Runtime(_settings, await get_store(_settings.database_url, retry_for=_settings.store_outage_seconds))

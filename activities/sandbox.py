@@ -101,7 +101,7 @@ def _limits(limits: SandboxLimits) -> list[str]:
     # sandbox maps to, across user namespaces: all concurrent sandboxes share it, and
     # with a non-root worker so do the worker's own threads. For host root it is not
     # enforced at all, which is one reason a root worker drops to ID_WHEN_ROOT.
-    return ["--cpu=%d:%d" % (limits.cpu_seconds, limits.cpu_seconds + 1),  # SIGXCPU, then SIGKILL
+    return [f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",  # SIGXCPU, then SIGKILL
             f"--as={limits.memory_bytes}", f"--fsize={limits.max_file_bytes}",
             f"--nproc={limits.max_processes}", f"--nofile={limits.max_open_files}", "--core=0"]
 
@@ -154,12 +154,25 @@ def _data_pipes() -> dict[str, int]:
 
 
 def _spawn_kwargs(ids: tuple[int, int] | None, fds: list[int]) -> dict:
-    kwargs = dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                  env={}, cwd="/", pass_fds=fds,
-                  start_new_session=True)  # its own process group: one killpg reaches bwrap
+    kwargs: dict = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.STDOUT,
+                    "env": {}, "cwd": "/", "pass_fds": fds,
+                    "start_new_session": True}  # its own process group: one killpg reaches bwrap
     if ids is not None:
         kwargs.update(user=ids[0], group=ids[1], extra_groups=[])
     return kwargs
+
+
+def workspace_problem(workspace: Path) -> str | None:
+    """Why a root worker's sandbox could not reach ``workspace`` (None: it can, or not root)."""
+    ids = _ids()
+    if ids is None:
+        return None
+    for parent in workspace.resolve().parents:  # bwrap resolves the path as that uid: it must pass
+        if parent.exists() and not parent.stat().st_mode & stat.S_IXOTH:
+            return (f"{parent} is not searchable by uid {ids[0]}, the uid a root worker's sandbox "
+                    f"runs as; use a workspace root under world-searchable directories (chmod o+x, "
+                    f"or LANES_WORKSPACE_ROOT)")
+    return None
 
 
 def _hand_over(workspace: Path, ids: tuple[int, int] | None) -> None:
@@ -167,12 +180,8 @@ def _hand_over(workspace: Path, ids: tuple[int, int] | None) -> None:
     if ids is None:
         return
     uid, gid = ids
-    for parent in workspace.parents:  # bwrap resolves the path as that uid: it must pass
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            raise SandboxUnavailable(f"{parent} is not searchable by uid {uid}, the uid a root "
-                                     f"worker's sandbox runs as; use a workspace root under "
-                                     f"world-searchable directories (chmod o+x)")
+    if (problem := workspace_problem(workspace)) is not None:
+        raise SandboxUnavailable(problem)
     os.chown(workspace, uid, gid, follow_symlinks=False)
     # fwalk + dir_fd + no-follow: a symlink swapped in meanwhile cannot redirect a chown.
     for _, dirs, files, dir_fd in os.fwalk(workspace, follow_symlinks=False):
@@ -236,6 +245,12 @@ def _kill(proc: asyncio.subprocess.Process) -> None:
         pass
 
 
+def _check_command(command: str) -> None:
+    if "\0" in command or len(command.encode()) > MAX_COMMAND_BYTES:
+        raise ValueError(f"a command must be free of NUL bytes and at most {MAX_COMMAND_BYTES} "
+                         f"bytes (write long content with a file tool instead)")
+
+
 async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy()) -> SandboxResult:
     """Run ``bash -c command`` in the sandbox with ``workspace`` at /workspace.
 
@@ -244,9 +259,7 @@ async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = S
     SandboxUnavailable when the sandbox cannot run here, ValueError for a command with a
     NUL byte or longer than MAX_COMMAND_BYTES.
     """
-    if "\0" in command or len(command.encode()) > MAX_COMMAND_BYTES:
-        raise ValueError(f"a command must be free of NUL bytes and at most {MAX_COMMAND_BYTES} "
-                         f"bytes (write long content with a file tool instead)")
+    _check_command(command)
     problem = sandbox_problem()
     if problem is not None:
         raise SandboxUnavailable(problem)
@@ -255,7 +268,6 @@ async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = S
     ids = _ids()
     if ids is not None:
         await asyncio.to_thread(_hand_over, workspace, ids)
-    limits = policy.limits
     data = _data_pipes()
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -263,24 +275,47 @@ async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = S
     finally:
         for fd in data.values():
             os.close(fd)
+    return await _collect(proc, policy.limits)
+
+
+async def run_unconfined(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy()) -> SandboxResult:
+    """``bash -c command`` in ``workspace`` WITHOUT the sandbox, for hosts that cannot run it
+    and whose operator explicitly allowed that (LANES_UNSAFE_NO_SANDBOX=1): the command runs
+    as the worker's user and sees its files and network. Only the limits, the bounded output
+    and the kill of its process group on timeout still apply (a ``setsid`` child escapes)."""
+    _check_command(command)
+    workspace = workspace.resolve()
+    workspace.mkdir(parents=True, exist_ok=True)
+    environment = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workspace), "LANG": "C.UTF-8"}
+    proc = await asyncio.create_subprocess_exec(
+        _executable("prlimit"), *_limits(policy.limits), "--", "bash", "-c", command,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environment,
+        cwd=workspace, start_new_session=True)
+    return await _collect(proc, policy.limits)
+
+
+async def _collect(proc: asyncio.subprocess.Process, limits: SandboxLimits) -> SandboxResult:
+    """Stream the output (bounded), wait for the exit; on timeout or cancellation kill the tree."""
     out = _Capped(limits.max_output_chars)
+    stdout = proc.stdout
+    assert stdout is not None  # spawned with stdout=PIPE
 
     async def pump() -> int:
         # read() hands over what the stream buffered (<= 64 KiB + one pipe read); the
         # transport pauses when that buffer is full, so memory stays bounded.
-        while chunk := await proc.stdout.read(1 << 20):
+        while chunk := await stdout.read(1 << 20):
             out.feed(chunk)
         return await proc.wait()
 
     timed_out = False
     try:
         exit_code = await asyncio.wait_for(pump(), limits.timeout_seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         timed_out = True
         _kill(proc)
         try:  # what the pipe still holds; it closes once the namespace is gone
             await asyncio.wait_for(pump(), 10)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         exit_code = 124
     except BaseException:  # cancelled (or anything else): leave nothing running

@@ -237,26 +237,42 @@ def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
 
 
+def _where(dsn: str) -> str:
+    """host:port of a DSN, for error messages (never the credentials)."""
+    try:
+        parts = urlsplit(dsn)
+        query = dict(parse_qsl(parts.query))
+        return f"{parts.hostname or query.get('host', 'localhost')}:{parts.port or query.get('port', 5432)}"
+    except ValueError:
+        return "the configured server"
+
+
 # --- the store ----------------------------------------------------------------------
 
 class Store:
-    def __init__(self, pool: asyncpg.Pool, *, retry_for: float = 15.0) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, retry_for: float = 15.0, where: str = "") -> None:
         self._pool = pool
         self.retry_for = retry_for
+        self.where = where
         self.loop = asyncio.get_running_loop()
 
     @classmethod
     async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10,
-                   application_name: str = "context-lanes", retry_for: float = 15.0) -> Store:
-        """Create the pool and apply pending migrations."""
+                   application_name: str = "context-lanes", retry_for: float = 15.0,
+                   connect_timeout: float = 10.0) -> Store:
+        """Create the pool and apply pending migrations.
+
+        ``retry_for``: how long an operation waits for an unreachable server before it raises
+        StoreUnavailable; ``connect_timeout``: one connection attempt.
+        """
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, init=_init_connection,
+                dsn, min_size=min_size, max_size=max_size, init=_init_connection, timeout=connect_timeout,
                 server_settings={"application_name": application_name},
             )
         except Exception as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL at {redact_url(dsn)}: {exc!r}") from exc
-        store = cls(pool, retry_for=retry_for)
+            raise StoreUnavailable(f"PostgreSQL at {_where(dsn)} is unreachable ({type(exc).__name__})") from exc
+        store = cls(pool, retry_for=retry_for, where=_where(dsn))
         try:
             async with pool.acquire() as conn:
                 encoding = await conn.fetchval("SHOW server_encoding")
@@ -297,7 +313,8 @@ class Store:
                 if not _is_connection_error(exc) or self.closed:
                     raise
                 if self.loop.time() + delay > deadline:
-                    raise StoreUnavailable(f"PostgreSQL unavailable for {self.retry_for:.0f}s: {exc!r}") from exc
+                    raise StoreUnavailable(f"PostgreSQL at {self.where} unavailable for {self.retry_for:.0f}s "
+                                           f"({type(exc).__name__})") from exc
                 log.warning("PostgreSQL connection lost (%r); retrying in %.1fs", exc, delay)
                 await self._pool.expire_connections()  # replace every stale idle connection
                 await asyncio.sleep(delay)
@@ -383,6 +400,22 @@ class Store:
         return await self._run(lambda c: c.fetchval(
             "SELECT entries FROM request_plans WHERE session_id = $1 AND lane = $2 AND version = $3",
             session_id, lane, version))
+
+    # --- tool attempts (migration 0003) ----------------------------------------------
+
+    async def start_tool_attempt(self, session_id: str, item_id: str) -> datetime | None:
+        """Record that the call producing ``item_id`` starts. None: this is its first attempt;
+        else when an earlier attempt started it."""
+        async def claim(conn: asyncpg.Connection) -> datetime | None:
+            inserted = await conn.fetchval(
+                "INSERT INTO tool_attempts (session_id, item_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+                " RETURNING started_at", session_id, item_id)
+            if inserted is not None:
+                return None
+            return await conn.fetchval("SELECT started_at FROM tool_attempts WHERE session_id = $1 AND item_id = $2",
+                                       session_id, item_id)
+
+        return await self._run(claim, session_id)
 
     # --- events ---------------------------------------------------------------------
 
@@ -520,15 +553,16 @@ _stores: dict[str, Store] = {}
 _opening: dict[str, asyncio.Future[Store]] = {}
 
 
-async def get_store(dsn: str) -> Store:
-    """The process's shared :class:`Store` for ``dsn`` (opened on first use)."""
+async def get_store(dsn: str, retry_for: float = 15.0) -> Store:
+    """The process's shared :class:`Store` for ``dsn`` (opened on first use; ``retry_for``
+    applies to the store this call opens)."""
     loop = asyncio.get_running_loop()
     store = _stores.get(dsn)
     if store is not None and store.loop is loop and not store.closed:
         return store
     pending = _opening.get(dsn)
     if pending is None or pending.get_loop() is not loop:
-        pending = _opening[dsn] = loop.create_task(Store.open(dsn))
+        pending = _opening[dsn] = loop.create_task(Store.open(dsn, retry_for=retry_for))
     try:
         store = await asyncio.shield(pending)
     finally:

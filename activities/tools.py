@@ -1,15 +1,20 @@
 """The tool activity: run one tool call, archive its exact output, store the result item.
 
-Three executors: ``recall_observation`` (built in, reads Postgres), the replay
-executor (returns the recorded output of a trajectory) and the live workspace tools.
-A tool's failure is an answer for the model (a result with a non-zero exit code),
-not an activity failure; only infrastructure errors make Temporal retry.
+Three executors: ``recall_observation`` (built in, reads PostgreSQL), the replay executor
+(the recorded output of a trajectory) and the live workspace tools (``bash`` sandboxed).
+Whatever is wrong with a call is an answer for the model (a result with a non-zero exit
+code), never an activity failure; only infrastructure errors make Temporal retry.
+
+At most once: a command with effects records that it starts before it runs. A retry after
+the worker died meanwhile finds that record without a stored result, and answers that the
+earlier attempt was interrupted instead of running the command a second time. Read-only
+calls (file reads, listings, read-only shell commands, recall) simply run again.
 """
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
+import logging
+from datetime import datetime
 
 from pydantic import BaseModel
 from temporalio import activity
@@ -17,22 +22,27 @@ from temporalio import activity
 from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import StoredItem, finish_item, load_item, read_whole, store_item, stored_item
-from activities.runtime import get_runtime
-from activities.store import DEFAULT_RECALL_CHARS, ObservationNotFound, Store
-from activities.workspace import ToolInputError, ToolOutput, Workspace, parse_arguments
-from recordings import ToolResultRec, load_trajectory, recorded_outputs
+from activities.recall import RecallMark, recall
+from activities.replay import recorded_output
+from activities.runtime import Runtime, get_runtime
+from activities.sandbox import SandboxPolicy
+from activities.store import EventRow, Store
+from activities.workspace import ToolOutput, Workspace
+from workflows.context import ids
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
-from workflows.context.ids import MAIN_LANE
-from workflows.context.items import Item, Kind
-from workflows.context.observations import parse_observation_uri, range_address
+from workflows.context.items import Item, Kind, ToolClass
 from workflows.contract import ReplaySpec
-from workflows.tools import RECALL_TOOL
+from workflows.tools import BASH_TOOL, RECALL_TOOL
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED_EXIT = 125  # the call's earlier attempt was interrupted; not run again
 
 
 class ToolRunInput(BaseModel):
     session_id: str
-    lane: str = MAIN_LANE
+    lane: str = ids.MAIN_LANE
     call_id: str
     tool_name: str
     assistant_item_id: str
@@ -46,15 +56,7 @@ class ToolRunInput(BaseModel):
     replay: ReplaySpec | None = None
     output: str | None = None  # set: the workflow already ran the tool; store this as its result
     exit_code: int = 0
-
-
-class RecallMark(BaseModel):
-    """What a recall_observation call read (coverage of exhaustive tasks)."""
-
-    observation_id: str
-    offset: int
-    limit: int
-    total_chars: int
+    network: bool = False  # the session lets bash reach the network
 
 
 class ToolRunResult(BaseModel):
@@ -62,44 +64,34 @@ class ToolRunResult(BaseModel):
     recall: RecallMark | None = None  # set for recall_observation: what was read
 
 
-@functools.lru_cache(maxsize=32)
-def _recorded(path: str) -> dict[str, ToolResultRec]:
-    return recorded_outputs(load_trajectory(path))
-
-
-async def recall(store: Store, session_id: str, arguments: str) -> tuple[ToolOutput, RecallMark | None]:
-    """An exact slice of one of this session's observations, or a clear error."""
-    try:
-        args = parse_arguments(arguments)
-        ref = parse_observation_uri(args.get("address", ""))
-        offset = args.get("offset", ref.offset if ref.offset is not None else 0)
-        limit = args.get("limit", ref.limit if ref.limit is not None else DEFAULT_RECALL_CHARS)
-        if not isinstance(offset, int) or not isinstance(limit, int):
-            raise ToolInputError("offset and limit must be integers")
-        piece = await store.read_observation(session_id, ref.obs_id, offset, limit)
-    except (ToolInputError, ValueError) as error:
-        return ToolOutput(f"recall_observation error: {error}", 1), None
-    except ObservationNotFound:
-        return ToolOutput(f"recall_observation error: no observation {args.get('address')!r} in this session", 1), None
-    where = range_address(ref.obs_id, piece.offset, piece.limit)
-    tail = "end of observation" if piece.eof else f"next offset {piece.next_offset}"
-    header = f"[{where}: {len(piece.text)} of {piece.total_chars} characters; {tail}]\n"
-    mark = RecallMark(observation_id=ref.obs_id, offset=piece.offset, limit=piece.limit, total_chars=piece.total_chars)
-    return ToolOutput(header + piece.text, 0), mark
-
-
 def _replayed(inp: ToolRunInput) -> tuple[ToolOutput, str]:
     assert inp.replay is not None
-    record = _recorded(inp.replay.trajectory_path).get(inp.call_id)
+    record = recorded_output(inp.replay.trajectory_path, inp.call_id)
     if record is None:
         return ToolOutput(f"replay: the recording has no output for tool call {inp.call_id}", 1), "tool"
     exit_code = record.exit_code if record.exit_code is not None else 0
     return ToolOutput(record.output, exit_code), record.render_role
 
 
-async def _execute(inp: ToolRunInput, store: Store, arguments: str, workspace_root: Path):
+def _has_effects(inp: ToolRunInput, arguments: str) -> bool:
+    """A live shell command that may change the world (read-only commands are re-runnable;
+    write_file writes the same content again)."""
+    return (inp.output is None and inp.replay is None and inp.tool_name == BASH_TOOL
+            and classify_tool(inp.tool_name, arguments, 0) != ToolClass.READ)
+
+
+def _interrupted(inp: ToolRunInput, started: datetime) -> ToolOutput:
+    return ToolOutput(
+        f"[{inp.tool_name} call {inp.call_id} was interrupted: an earlier attempt started it at "
+        f"{started.isoformat(timespec='seconds')} and stopped (its worker went away) before its result "
+        "was recorded. It was not run again, so its effects may be partial: check the workspace "
+        "before repeating it.]", INTERRUPTED_EXIT)
+
+
+async def _execute(inp: ToolRunInput, runtime: Runtime, arguments: str) -> tuple[ToolOutput, str, RecallMark | None]:
     """(output, render role, recall mark) for one call."""
-    if inp.output is not None:  # the workflow ran it (condense_context): store its answer
+    store = runtime.store
+    if inp.output is not None:  # the workflow ran it (condense_context...): store its answer
         return ToolOutput(inp.output, inp.exit_code), "tool", None
     if inp.tool_name == RECALL_TOOL:
         output, mark = await recall(store, inp.session_id, arguments)
@@ -107,15 +99,27 @@ async def _execute(inp: ToolRunInput, store: Store, arguments: str, workspace_ro
     if inp.replay is not None:
         output, role = _replayed(inp)
         return output, role, None
-    try:
-        output = await Workspace(workspace_root / inp.session_id).run(inp.tool_name, arguments)
-    except ToolInputError as error:
-        output = ToolOutput(f"{inp.tool_name} error: {error}", 2)
-    return output, "tool", None
+    if _has_effects(inp, arguments):
+        started = await store.start_tool_attempt(inp.session_id, inp.result_item_id)
+        if started is not None:
+            lane = ids.tool_events_lane(inp.lane)
+            await store.append_events(inp.session_id, [EventRow(
+                lane=lane, seq=inp.result_seq, event_id=ids.event_id(lane, inp.result_seq), kind="tool.interrupted",
+                payload={"item_id": inp.result_item_id, "call_id": inp.call_id, "tool": inp.tool_name,
+                         "started_at": started.isoformat()})])
+            return _interrupted(inp, started), "tool", None
+    workspace = Workspace(runtime.workspace_root / inp.session_id, SandboxPolicy(network=inp.network),
+                          unsafe_unconfined=runtime.settings.unsafe_no_sandbox)
+    return await workspace.run(inp.tool_name, arguments), "tool", None
 
 
 @activity.defn
 async def run_tool(inp: ToolRunInput) -> ToolRunResult:
+    async with heartbeating():  # PostgreSQL may be waited for as long as the tool runs
+        return await _run_tool(inp)
+
+
+async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
     runtime = await get_runtime()
     store = runtime.store
     done = await stored_item(store, inp.session_id, inp.lane, inp.result_item_id)
@@ -127,8 +131,7 @@ async def run_tool(inp: ToolRunInput) -> ToolRunResult:
         return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
     arguments = await _arguments(store, inp)
-    async with heartbeating():
-        output, role, mark = await _execute(inp, store, arguments, runtime.workspace_root)
+    output, role, mark = await _execute(inp, runtime, arguments)
     # Recall output is a slice of an observation that is already archived: point at it.
     if mark is not None:
         observation_id = mark.observation_id

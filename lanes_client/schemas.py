@@ -288,11 +288,5 @@ class Health(BaseModel):
     status: str
 
 
-class Check(BaseModel):
-    ok: bool
-    detail: str = ""
-
-
 class Readiness(BaseModel):
-    status: str  # ok / unavailable
-    checks: dict[str, Check]
+    status: Literal["ok", "unavailable"]

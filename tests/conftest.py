@@ -48,6 +48,7 @@ def stack_dir() -> Iterator[Path]:
     # not under pytest's basetemp: pytest re-chmods that to 0700, and the embedded server
     # runs as another user when we are root; a short path also keeps the socket path short
     path = Path(tempfile.mkdtemp(prefix="lanes-test-"))
+    path.chmod(0o755)  # a root worker's tool sandbox runs as an unprivileged uid that must reach the workspaces
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -14,10 +14,14 @@ Every process (worker, API, CLI, local stack) reads the same variables::
     LANES_MAX_OUTPUT_TOKENS       4096
     LANES_MODEL_TIMEOUT_SECONDS   120 (one model call)
     LANES_SHUTDOWN_GRACE_SECONDS  30 (in-flight activities on worker shutdown)
+    LANES_STORE_OUTAGE_SECONDS    240 (one activity attempt waits this long for PostgreSQL)
     LANES_DATA_DIR                ./.lanes
     LANES_API_HOST                127.0.0.1
     LANES_API_PORT                8000
     LANES_WORKSPACE_ROOT          (unset: <LANES_DATA_DIR>/workspaces)
+    LANES_UNSAFE_NO_SANDBOX       0 (1: bash runs unconfined where bubblewrap cannot run)
+    LANES_REPLAY_ROOTS            (unset: ../shared/data/trajectories) folders of recordings replays may name
+    LANES_REPLAY_MODEL_URLS       (unset: loopback only) model URL prefixes replay sessions may name
 
 Settings are for processes, not for workflows: never pass a ``Settings`` object
 to a workflow or activity. (If one slips through, ``OPENAI_API_KEY`` is a
@@ -26,14 +30,16 @@ to a workflow or activity. (If one slips through, ``OPENAI_API_KEY`` is a
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from activities.store import REDACTED, redact_url
+from recordings import DEFAULT_TRAJECTORY_ROOT
 
 _URL_FIELDS = ("database_url", "openai_base_url")
 
@@ -65,6 +71,9 @@ class Settings(BaseSettings):
     context_window: int = Field(128_000, gt=0, validation_alias=_env("LANES_CONTEXT_WINDOW"))
     max_output_tokens: int = Field(4096, gt=0, validation_alias=_env("LANES_MAX_OUTPUT_TOKENS"))
     model_timeout_seconds: float = Field(120.0, gt=0, validation_alias=_env("LANES_MODEL_TIMEOUT_SECONDS"))
+    # How long a worker's activity waits out a PostgreSQL outage (heartbeating) before the
+    # attempt fails and Temporal retries it; below the model and tool activities' 300 s.
+    store_outage_seconds: float = Field(240.0, gt=0, validation_alias=_env("LANES_STORE_OUTAGE_SECONDS"))
     # how long a stopping worker lets in-flight activities finish
     shutdown_grace_seconds: float = Field(30.0, ge=0, validation_alias=_env("LANES_SHUTDOWN_GRACE_SECONDS"))
 
@@ -74,6 +83,26 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=1, le=65535, validation_alias=_env("LANES_API_PORT"))
     # unset means "<data_dir>/workspaces"; resolved below (never None afterwards)
     workspace_root: Path | None = Field(None, validation_alias=_env("LANES_WORKSPACE_ROOT"))
+    # Replay sessions (dev servers with LANES_API_ALLOW_REPLAY=1): the folders their recordings
+    # must lie under (os.pathsep-separated), and the model URLs they may name (comma-separated
+    # prefixes; empty: loopback addresses only).
+    replay_roots: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [DEFAULT_TRAJECTORY_ROOT],
+                                                          validation_alias=_env("LANES_REPLAY_ROOTS"))
+    replay_model_urls: Annotated[list[str], NoDecode] = Field(default_factory=list,
+                                                              validation_alias=_env("LANES_REPLAY_MODEL_URLS"))
+    # Run the bash tool unconfined when bubblewrap cannot run here. Unsafe: the model's
+    # commands then see the worker's files, network and processes (deploy/README.md).
+    unsafe_no_sandbox: bool = Field(False, validation_alias=_env("LANES_UNSAFE_NO_SANDBOX"))
+
+    @field_validator("replay_model_urls", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    @field_validator("replay_roots", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        return [part for part in value.split(os.pathsep) if part.strip()] if isinstance(value, str) else value
 
     @model_validator(mode="before")
     @classmethod

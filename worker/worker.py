@@ -17,9 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from activities.failures import ConciseFailures
 from activities.lanes import LaneInspector
 from activities.runtime import configure_runtime
 from activities.store import close_stores
+from activities.workspace import sandbox_status
 from worker.settings import Settings, get_settings
 from workflows.activity_calls import ACTIVITIES
 from workflows.lane_workflow import LaneWorkflow
@@ -55,6 +57,7 @@ def build_worker(client: Client, settings: Settings, **options) -> Worker:
         workflows=WORKFLOWS,
         # describe_lanes asks Temporal about subagent lanes with this worker's client
         activities=[*ACTIVITIES, LaneInspector(client).describe_lanes],
+        interceptors=[ConciseFailures()],  # failures that fit history, traces in the worker's log
         # Let in-flight activities finish on SIGTERM before the worker goes away.
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
         **options,
@@ -68,6 +71,9 @@ async def run_worker(settings: Settings | None = None) -> None:
         from activities.metrics import start_metrics_server
 
         log.info("metrics on port %d", start_metrics_server(int(metrics_port)))
+    assert settings.workspace_root is not None  # resolved by Settings
+    usable, status = sandbox_status(settings.unsafe_no_sandbox, settings.workspace_root)
+    (log.info if usable else log.warning)("%s", status)
     client = await connect(settings)
     worker = build_worker(client, settings)
     stop = asyncio.Event()

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from activities import condense, events, items, lanes, model, sessions, tools
     from activities.provider import CONTEXT_LENGTH_EXCEEDED
     from activities.runtime import WORKER_MISCONFIGURED
+    from activities.workspace import SANDBOX_UNAVAILABLE
     from workflows import rejections
     from workflows.context.items import Item
     from workflows.lane_payloads import HandoffRef
@@ -52,6 +53,14 @@ IO_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=30),
     non_retryable_error_types=[WORKER_MISCONFIGURED, rejections.INVALID_INPUT, sessions.CHECKPOINT_NOT_FOUND,
                                lanes.HANDOFF_MISSING],
+)
+# A tool's input and execution problems are results: only infrastructure fails, a bounded number of times.
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+    non_retryable_error_types=[WORKER_MISCONFIGURED, SANDBOX_UNAVAILABLE],
 )
 CONDENSE_RETRY = RetryPolicy(  # a provider failure is retried once, then the caller falls back
     initial_interval=timedelta(seconds=1),
@@ -131,7 +140,7 @@ async def call_model(inp: model.ModelCallInput) -> model.ModelCallResult:
 async def run_tool(inp: tools.ToolRunInput) -> tools.ToolRunResult:
     return await workflow.execute_activity(
         tools.run_tool, inp, start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        retry_policy=IO_RETRY, summary=f"{inp.tool_name} {inp.call_id}")
+        retry_policy=TOOL_RETRY, summary=f"{inp.tool_name} {inp.call_id}")
 
 
 # --- subagent lanes ---------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """One model step of the hosted agent loop, shared by the main lane and subagent lanes.
 
 A step: compact if needed, plan the request, call the model (down the provider-overflow
-ladder when the request is too long), then answer each of its tool calls in order. Most
+ladder when the request is too long), then answer each of its tool calls in order (and, in
+a replay, add the user text recorded after the turn). Most
 tools run in the tool activity; ``condense_context`` and the episode markers run here,
 deterministically; ``spawn_subagent`` goes to the lane's :class:`Spawner`.
 
@@ -23,7 +24,7 @@ from activities.tools import ToolRunInput, ToolRunResult
 from workflows import activity_calls as calls
 from workflows.context import engine
 from workflows.context.errors import EngineError
-from workflows.context.items import Item
+from workflows.context.items import Item, Kind
 from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.lane import Lane
 from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
@@ -38,6 +39,7 @@ class LoopSettings:
     tools: list[str]
     compaction: CompactionSettings
     replay: ReplaySpec | None
+    tool_network: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,12 @@ class AgentLoop:
             if result.recall is not None:
                 r = result.recall
                 engine.record_recall(lane.state, r.observation_id, r.offset, r.limit, r.total_chars)
+        # A replay feeds the user text recorded after this turn (a reply, a format error the
+        # recorded agent got): the task goes on, as the recorded agent's did.
+        for text in answer.follow_ups:
+            await lane.add_text(text, kind=Kind.USER, role="user", task_id=task_id)
         engine.end_step(lane.state)
-        return StepOutcome(done=not answer.stored.tool_calls, answer=assistant)
+        return StepOutcome(done=not answer.stored.tool_calls and not answer.follow_ups, answer=assistant)
 
     async def call_model(self, lane: Lane, task_id: str, turn: int) -> tuple[ModelCallResult, engine.RequestPlan]:
         """The model's answer and the plan that was sent (down the overflow ladder if needed)."""
@@ -203,6 +209,7 @@ class AgentLoop:
                 replay=s.replay,
                 output=None if output is None else output[0],
                 exit_code=0 if output is None else output[1],
+                network=s.tool_network,
             )
         )
 

@@ -91,6 +91,7 @@ class SessionConfig(BaseModel):
     subagents: SubagentSettings = Field(default_factory=SubagentSettings)
     # The tools offered to the model (None: the mode's default; see workflows.session.session_tools).
     tools: list[str] | None = Field(default=None, max_length=30)
+    tool_network: bool = False  # bash may reach the network (its sandbox has none otherwise)
 
     @model_validator(mode="before")
     @classmethod

@@ -26,6 +26,7 @@ class LaneConfig(BaseModel):
     max_turns: int
     compaction: CompactionSettings
     replay: ReplaySpec | None = None
+    tool_network: bool = False
 
 
 class LaneInput(BaseModel):

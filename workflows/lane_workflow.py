@@ -66,6 +66,7 @@ class LaneWorkflow:
         self.state = "running"
         loop = AgentLoop(LoopSettings(session_id=inp.session_id, model=cfg.model,
                                       max_output_tokens=cfg.max_output_tokens, tools=cfg.tools,
+                                      tool_network=cfg.tool_network,
                                       compaction=cfg.compaction, replay=cfg.replay), NoSubagents())
         final: str | None = None
         failure: str | None = None

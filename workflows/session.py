@@ -88,7 +88,8 @@ class SessionWorkflow:
         self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
         self.loop = AgentLoop(LoopSettings(
             session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
-            tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay), self.subagents)
+            tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay,
+            tool_network=self.config.tool_network), self.subagents)
         self.engine_options: dict[str, bool] = {}  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------

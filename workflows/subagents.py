@@ -201,7 +201,7 @@ class SubagentHost:
         return LaneConfig(
             model=cfg.model, context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
             budget_tokens=cfg.subagents.budget_tokens or cfg.budget_tokens, preview_chars=lane.preview_chars,
-            tools=tools, max_turns=cfg.subagents.max_turns, compaction=cfg.compaction,
+            tools=tools, max_turns=cfg.subagents.max_turns, compaction=cfg.compaction, tool_network=cfg.tool_network,
         )
 
     def _max_prefix_tokens(self, lane_config: LaneConfig, lane: Lane) -> int:

@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 
 from lanes_client.client import LanesClient
-from recordings import Trajectory
+from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
@@ -130,6 +130,7 @@ def api_settings(database_url: str, temporal_address: str, stack_dir: Path) -> S
             database_url=database_url,
             task_queue=f"lanes-api-{uuid.uuid4().hex[:8]}",
             data_dir=stack_dir / "api-data",
+            replay_roots=[DEFAULT_TRAJECTORY_ROOT, stack_dir / "recordings"],
         )
     return _shared["settings"]  # type: ignore[return-value]
 

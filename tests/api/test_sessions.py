@@ -39,8 +39,7 @@ async def test_health_and_readiness(http):
     assert (await http.get("/healthz")).json() == {"status": "ok"}
     ready = await http.get("/readyz")
     assert ready.status_code == 200
-    body = ready.json()
-    assert body["status"] == "ok" and body["checks"]["temporal"]["ok"] and body["checks"]["postgres"]["ok"]
+    assert ready.json() == {"status": "ok"}  # unauthenticated: nothing more
 
 
 async def test_readiness_reports_unreachable_dependencies(api_settings):
@@ -51,10 +50,7 @@ async def test_readiness_reports_unreachable_dependencies(api_settings):
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://api") as client:
         assert (await client.get("/healthz")).status_code == 200
         ready = await client.get("/readyz")
-        assert ready.status_code == 503
-        checks = ready.json()["checks"]
-        assert not checks["temporal"]["ok"] and "127.0.0.1:9" in checks["temporal"]["detail"]
-        assert not checks["postgres"]["ok"] and "DATABASE_URL" in checks["postgres"]["detail"]
+        assert ready.status_code == 503 and ready.json() == {"status": "unavailable"}  # no addresses, no causes
         listed = await client.get("/v1/sessions", headers={"Authorization": "Bearer token-xxxxxxxx"})
         assert listed.status_code == 503 and "DATABASE_URL" in error_of(listed)["message"]
 
@@ -139,7 +135,13 @@ async def test_create_list_show_and_cancel(client_a, http, api_stack):
     ({"mode": "external", "replay": {"trajectory_path": str(TRAJECTORY), "trajectory_id": "x",
                                      "model_base_url": "http://127.0.0.1:1/v1"}}, 400, "hosted"),
     ({"replay": {"trajectory_path": "/nonexistent.json", "trajectory_id": "x",
-                 "model_base_url": "http://127.0.0.1:1/v1"}}, 400, "not a file"),
+                 "model_base_url": "http://127.0.0.1:1/v1"}}, 400, "replay folders"),
+    ({"replay": {"trajectory_path": "/etc/passwd", "trajectory_id": "x",
+                 "model_base_url": "http://127.0.0.1:1/v1"}}, 400, "replay folders"),  # exists: same answer
+    ({"replay": {"trajectory_path": str(TRAJECTORY.parent / ".." / ".." / ".." / "DESIGN.md"), "trajectory_id": "x",
+                 "model_base_url": "http://127.0.0.1:1/v1"}}, 400, "replay folders"),
+    ({"replay": {"trajectory_path": str(TRAJECTORY), "trajectory_id": "x",
+                 "model_base_url": "http://169.254.169.254/latest"}}, 400, "allow-list"),
     ([1, 2], 422, "body"),
 ])
 async def test_create_rejects_bad_input_clearly(http, body, status, words):

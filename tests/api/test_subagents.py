@@ -15,8 +15,9 @@ from tests.integration.subagent_script import (
 from worker.replay.model_server import ReplayModelServer
 
 
-async def test_subagent_lanes_over_http(api_stack, tmp_path):
-    parent, children = write_recordings(tmp_path, parent_trajectory([]), [child_trajectory(0)])
+async def test_subagent_lanes_over_http(api_stack):
+    folder = api_stack.settings.replay_roots[-1] / "subagents-http"
+    parent, children = write_recordings(folder, parent_trajectory([]), [child_trajectory(0)])
     auth_a = {"Authorization": f"Bearer {api_stack.token_a}"}
     auth_b = {"Authorization": f"Bearer {api_stack.token_b}"}
     with ReplayModelServer([parent[0], children[0][0]]) as server:

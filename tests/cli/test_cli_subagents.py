@@ -17,8 +17,9 @@ from worker.cli.sessions import EXIT_API
 from worker.replay.model_server import ReplayModelServer
 
 
-async def test_subagents_command_spawns_lists_and_shows_a_lane(env, client_a, tmp_path):  # noqa: F811
-    parent, children = write_recordings(tmp_path, parent_trajectory([]), [child_trajectory(0)])
+async def test_subagents_command_spawns_lists_and_shows_a_lane(env, client_a, api_settings):  # noqa: F811
+    folder = api_settings.replay_roots[-1] / "subagents-cli"
+    parent, children = write_recordings(folder, parent_trajectory([]), [child_trajectory(0)])
     with ReplayModelServer([parent[0], children[0][0]]) as server:
         created = await client_a.create_session(
             replay=replay_field(*parent, server, [replay_field(*children[0], server)]), subagents={"enabled": True})

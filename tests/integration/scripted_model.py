@@ -2,7 +2,8 @@
 
 It answers the k-th model call of a task (k = assistant messages already in the
 request) with the k-th scripted message, over real HTTP, so the hosted loop runs
-exactly as it would against a provider.
+exactly as it would against a provider. A session whose model is the name of a script
+added with ``add`` gets that script; every other session the default one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def tool_call(call_id: str, name: str, **arguments) -> dict:
 class ScriptedModel:
     def __init__(self, script: list[dict]) -> None:
         self.script = script
+        self.scripts: dict[str, list[dict]] = {}
         self.requests: list[dict] = []
         app = FastAPI()
 
@@ -29,7 +31,8 @@ class ScriptedModel:
             body = await request.json()
             self.requests.append(body)
             turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
-            message = self.script[min(turn, len(self.script) - 1)]
+            script = self.scripts.get(body.get("model", ""), self.script)
+            message = script[min(turn, len(script) - 1)]
             return {
                 "id": f"scripted-{len(self.requests)}",
                 "object": "chat.completion",
@@ -44,6 +47,11 @@ class ScriptedModel:
             }
 
         self._http = ThreadedServer(app)
+
+    def add(self, model: str, script: list[dict]) -> str:
+        """Sessions whose model is ``model`` follow ``script``; returns the model name."""
+        self.scripts[model] = script
+        return model
 
     @property
     def base_url(self) -> str:

@@ -44,6 +44,9 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "LANES_TASK_QUEUE": settings.task_queue,
         "LANES_DATA_DIR": str(settings.data_dir),
         "PYTHONPATH": str(REPO),
+        "LANES_STORE_OUTAGE_SECONDS": str(settings.store_outage_seconds),
+        "OPENAI_BASE_URL": settings.openai_base_url or "",
+        "OPENAI_API_KEY": settings.api_key() or "",
     }
 
 
@@ -63,11 +66,13 @@ def replay_config_for(session_id: str, trajectory: Trajectory, path: Path, serve
 
 
 async def run_replayed_session(client: Client, settings: Settings, trajectory: Trajectory,
-                               server: ReplayModelServer, *, on_status=None, **overrides):
-    """Start a replayed session, submit the recorded task, wait for it; returns (handle, status)."""
+                               server: ReplayModelServer, *, on_status=None, path: Path = LONG_TRAJECTORY,
+                               **overrides):
+    """Start a replayed session of the recording at ``path``, submit the recorded task, wait for
+    it; returns (handle, status)."""
     session_id = sessions.new_session_id("test")
-    handle = await sessions.start_session(client, replay_config(session_id, trajectory, server, **overrides),
-                                          settings.task_queue)
+    config = replay_config_for(session_id, trajectory, path, server, **overrides)
+    handle = await sessions.start_session(client, config, settings.task_queue)
     task_id = await sessions.submit(handle, trajectory.task)
     status = await asyncio.wait_for(sessions.wait_task(handle, task_id, on_status=on_status), timeout=300)
     return handle, status

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def policy(network: bool = False, **limits) -> SandboxPolicy:
 
 
 @pytest.fixture
-def root() -> Path:
+def root() -> Iterator[Path]:
     # Not pytest's tmp_path: that is 0700, and a root worker's sandbox runs as an
     # unprivileged host uid that must be able to reach the workspace.
     path = Path(tempfile.mkdtemp(prefix="lanes-sandbox-test-"))

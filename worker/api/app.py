@@ -29,12 +29,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
-from activities.store import Store
-from lanes_client.schemas import Check, Health, Readiness
+from activities.store import Store, StoreError
+from lanes_client.schemas import Health, Readiness
 from worker.api import subagent_routes
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
-from worker.api.errors import ApiError
+from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import router
 from worker.settings import Settings, get_settings
 
@@ -207,6 +207,12 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
         return _error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
+    @app.exception_handler(StoreError)
+    async def store_down(request: Request, exc: StoreError) -> JSONResponse:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+        error = store_unavailable()
+        return _error_response(error.status, error.code, error.message, headers=error.headers)
+
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
@@ -219,9 +225,12 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     @app.get("/readyz", response_model=Readiness, tags=["health"], summary="Temporal and PostgreSQL are reachable",
              responses={503: {"model": Readiness, "description": "a dependency is unreachable"}})
     async def readyz() -> JSONResponse:
+        # unauthenticated: ready or not, nothing more (which dependency failed and why is logged)
         (t_ok, t_detail), (p_ok, p_detail) = await asyncio.gather(backend.check_temporal(), backend.check_postgres())
-        ready = Readiness(status="ok" if t_ok and p_ok else "unavailable", checks={
-            "temporal": Check(ok=t_ok, detail=t_detail), "postgres": Check(ok=p_ok, detail=p_detail)})
+        for name, ok, detail in (("Temporal", t_ok, t_detail), ("PostgreSQL", p_ok, p_detail)):
+            if not ok:
+                log.warning("not ready: %s: %s", name, detail)
+        ready = Readiness(status="ok" if t_ok and p_ok else "unavailable")
         return JSONResponse(ready.model_dump(), status_code=200 if t_ok and p_ok else 503)
 
     app.include_router(router)

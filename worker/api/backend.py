@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store, StoreError
-from worker.api.errors import ApiError, from_temporal, session_not_found
+from worker.api.errors import ApiError, from_temporal, session_not_found, store_unavailable
 from worker.settings import Settings, redact_url
 
 log = logging.getLogger("lanes.api")
@@ -26,6 +26,9 @@ log = logging.getLogger("lanes.api")
 T = TypeVar("T")
 
 CONNECT_TIMEOUT = 10.0
+# During a PostgreSQL outage every store-backed call answers 503 within about this long.
+STORE_RETRY_SECONDS = 1.0
+STORE_CONNECT_TIMEOUT = 1.0
 QUERY_TIMEOUT = 10.0  # a query on a session whose worker is down would wait a long time
 UPDATE_TIMEOUT = 60.0  # prepare_request may run a compaction (a few activities)
 CHECK_TIMEOUT = 3.0
@@ -81,11 +84,12 @@ class Backend:
         async with self._guard():
             if self._store is None or self._store.closed:
                 try:
-                    self._store = await asyncio.wait_for(Store.open(self.settings.database_url), CONNECT_TIMEOUT)
+                    self._store = await asyncio.wait_for(Store.open(
+                        self.settings.database_url, retry_for=STORE_RETRY_SECONDS,
+                        connect_timeout=STORE_CONNECT_TIMEOUT), CONNECT_TIMEOUT)
                 except Exception as exc:
-                    raise ApiError(503, "postgres_unavailable",
-                                   f"cannot reach PostgreSQL at {redact_url(self.settings.database_url)}: "
-                                   f"{type(exc).__name__}", headers={"Retry-After": "2"}) from None
+                    log.warning("cannot reach PostgreSQL at %s: %r", redact_url(self.settings.database_url), exc)
+                    raise store_unavailable() from None
         return self._store
 
     async def close(self) -> None:
@@ -120,7 +124,8 @@ class Backend:
         try:
             return await store._run(fn)  # the store's retrying runner; the SQL is this module's
         except StoreError as exc:
-            raise ApiError(503, "postgres_unavailable", str(exc)) from None
+            log.warning("session table: %s", exc)
+            raise store_unavailable() from None
 
     async def create_session_row(self, session_id: str, tenant: str, config: dict[str, Any]) -> datetime:
         created = await self.sql(lambda c: c.fetchval(

@@ -67,6 +67,12 @@ class ApiError(Exception):
         )
 
 
+def store_unavailable() -> ApiError:
+    """PostgreSQL is down: a short answer (the cause goes to the API's log, not the client)."""
+    return ApiError(503, "postgres_unavailable", "PostgreSQL is unavailable; retry shortly",
+                    headers={"Retry-After": "2"})
+
+
 def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
 
@@ -146,7 +152,8 @@ def from_temporal(error: BaseException, session_id: str, action: str) -> ApiErro
             return ApiError(504, "timeout", f"could not {action}: session {session_id!r} did not answer in time")
         return ApiError(503, "temporal_unavailable", f"could not {action}: Temporal said {error.message}")
     if isinstance(error, StoreUnavailable):
-        return ApiError(503, "postgres_unavailable", str(error))
+        log.warning("%s", error)
+        return store_unavailable()
     if isinstance(error, (ConnectionError, OSError)):
         return ApiError(503, "unavailable", f"could not {action}: {type(error).__name__}: {error}")
     raise error

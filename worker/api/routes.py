@@ -11,7 +11,6 @@ import logging
 import re
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
@@ -51,7 +50,8 @@ from lanes_client.schemas import (
 )
 from worker.api.auth import bearer_scheme
 from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
-from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found
+from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found, store_unavailable
+from worker.api.replays import check_replay
 from worker.sessions import new_session_id, start_session
 from workflows.context import ids
 from workflows.context.observations import observation_address
@@ -160,9 +160,7 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
                                                    "(a development setting: LANES_API_ALLOW_REPLAY=1)")
         if body.mode != "hosted":
             raise ApiError(400, "rejected", "a replay drives the hosted agent loop: use mode 'hosted'")
-        for replay in (body.replay, *body.replay.subagents):
-            if not FilePath(replay.trajectory_path).is_file():
-                raise ApiError(400, "rejected", f"replay trajectory {replay.trajectory_path!r} is not a file")
+        check_replay(body.replay, settings)
         values["replay"] = ReplaySpec(**body.replay.model_dump())
     try:
         return SessionConfig(**values)
@@ -296,7 +294,8 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
             try:
                 await store.put_observation(sid, content_ref, "pending", text)
             except StoreError as exc:
-                raise ApiError(503, "postgres_unavailable", f"could not store item {index}: {exc}") from None
+                log.warning("could not store item %d of %s: %s", index, sid, exc)
+                raise store_unavailable() from None
             stored.append(content_ref)
         items.append(ExternalItem(
             kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,

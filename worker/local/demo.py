@@ -96,10 +96,13 @@ async def run_demo(args: argparse.Namespace, stack: Stack, temporal_address: str
         await handle.result()
         stored_ids = await store.item_ids(session_id)
         task = next(t for t in final.tasks if t.task_id == task_id)
+        served = server.state.served_turns(trajectory.id)
         return {
             "session_id": session_id,
             "trajectory": trajectory.id,
             "task_state": task.state,
+            "recorded_steps": len(trajectory.turns),
+            "replayed_steps": len(served),  # recorded model turns the session asked for
             "steps": task.turns,
             "items_stored": len(stored_ids),
             "observations_stored": await store.count_observations(session_id),
@@ -167,4 +170,7 @@ def _run(args: argparse.Namespace, console: Console, data_dir: Path) -> int:
             except KeyboardInterrupt:
                 pass
     ok = summary["task_state"] == "completed" and summary["duplicate_items"] == 0
+    if summary["replayed_steps"] != summary["recorded_steps"]:
+        console.print(f"[red]the replay ran {summary['replayed_steps']} of {summary['recorded_steps']} recorded steps")
+        ok = False
     return 0 if ok else 1

@@ -51,6 +51,11 @@ def recovery_lane(lane: str) -> str:
     return f"{lane}:recovery"
 
 
+def tool_events_lane(lane: str) -> str:
+    """What the tool activity itself reports about a lane's calls (interrupted attempts)."""
+    return f"{lane}:tools"
+
+
 def generated_lane(lane: str) -> str:
     """Items a compaction generates are stored apart: their seq repeats a lane position."""
     return f"{lane}.generated"
