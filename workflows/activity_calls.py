@@ -40,11 +40,13 @@ HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 SHORT_IO_TIMEOUT = timedelta(seconds=20)  # store writes and token counts
 LONG_TIMEOUT = timedelta(seconds=300)  # model calls and tools
 
+# Model and tool calls retry transient failures (a killed worker, a provider's 5xx or 429,
+# an outage) for as long as the session allows (SessionConfig.give_up_seconds), not a fixed
+# number of attempts: a burst of worker restarts must not fail a task that can still succeed.
 MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
     non_retryable_error_types=[model.MODEL_REQUEST_REJECTED, CONTEXT_LENGTH_EXCEEDED, WORKER_MISCONFIGURED],
 )
 IO_RETRY = RetryPolicy(
@@ -54,12 +56,11 @@ IO_RETRY = RetryPolicy(
     non_retryable_error_types=[WORKER_MISCONFIGURED, rejections.INVALID_INPUT, sessions.CHECKPOINT_NOT_FOUND,
                                lanes.HANDOFF_MISSING],
 )
-# A tool's input and execution problems are results: only infrastructure fails, a bounded number of times.
+# A tool's input and execution problems are results: only infrastructure fails (and retries).
 TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
     non_retryable_error_types=[WORKER_MISCONFIGURED, SANDBOX_UNAVAILABLE],
 )
 CONDENSE_RETRY = RetryPolicy(  # a provider failure is retried once, then the caller falls back
@@ -131,16 +132,17 @@ async def condense_with_llm(inp: condense.CondensationInput) -> condense.Condens
         summary=f"condense {len(inp.source_item_ids)} items of {inp.lane}")
 
 
-async def call_model(inp: model.ModelCallInput) -> model.ModelCallResult:
+async def call_model(inp: model.ModelCallInput, give_up: timedelta) -> model.ModelCallResult:
     return await workflow.execute_activity(
         model.call_model, inp, start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        retry_policy=MODEL_RETRY, summary=f"{inp.lane} turn {inp.replay_turn}: plan {inp.plan.version}")
+        schedule_to_close_timeout=give_up, retry_policy=MODEL_RETRY,
+        summary=f"{inp.lane} turn {inp.replay_turn}: plan {inp.plan.version}")
 
 
-async def run_tool(inp: tools.ToolRunInput) -> tools.ToolRunResult:
+async def run_tool(inp: tools.ToolRunInput, give_up: timedelta) -> tools.ToolRunResult:
     return await workflow.execute_activity(
         tools.run_tool, inp, start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        retry_policy=TOOL_RETRY, summary=f"{inp.tool_name} {inp.call_id}")
+        schedule_to_close_timeout=give_up, retry_policy=TOOL_RETRY, summary=f"{inp.tool_name} {inp.call_id}")
 
 
 # --- subagent lanes ---------------------------------------------------------------------

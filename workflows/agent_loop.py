@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Protocol
 
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
@@ -40,6 +41,11 @@ class LoopSettings:
     compaction: CompactionSettings
     replay: ReplaySpec | None
     tool_network: bool = False
+    give_up_seconds: float = 1800.0
+
+    @property
+    def give_up(self) -> timedelta:
+        return timedelta(seconds=self.give_up_seconds)
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,7 @@ class AgentLoop:
                     ModelCallInput(
                         session_id=s.session_id,
                         lane=lane.data.lane,
-                        plan=lane.plan_delta([(e.item_id, e.projection) for e in plan.entries]),
+                        plan=lane.plan_delta(plan.pairs),
                         response_item_id=lane.item_id(response_seq),
                         response_seq=response_seq,
                         task_id=task_id,
@@ -122,7 +128,8 @@ class AgentLoop:
                         tools=s.tools,
                         replay=s.replay,
                         replay_turn=turn,
-                    )
+                    ),
+                    s.give_up,
                 )
                 return answer, plan
             except ActivityError as error:
@@ -210,7 +217,8 @@ class AgentLoop:
                 output=None if output is None else output[0],
                 exit_code=0 if output is None else output[1],
                 network=s.tool_network,
-            )
+            ),
+            s.give_up,
         )
 
 

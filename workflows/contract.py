@@ -92,6 +92,9 @@ class SessionConfig(BaseModel):
     # The tools offered to the model (None: the mode's default; see workflows.session.session_tools).
     tools: list[str] | None = Field(default=None, max_length=30)
     tool_network: bool = False  # bash may reach the network (its sandbox has none otherwise)
+    # How long a model or tool call retries transient failures (a killed worker, the
+    # provider's 5xx or 429, an outage) before its task fails with the last cause.
+    give_up_seconds: float = Field(1800.0, gt=0)
 
     @model_validator(mode="before")
     @classmethod

@@ -27,6 +27,7 @@ class LaneConfig(BaseModel):
     compaction: CompactionSettings
     replay: ReplaySpec | None = None
     tool_network: bool = False
+    give_up_seconds: float = 1800.0
 
 
 class LaneInput(BaseModel):

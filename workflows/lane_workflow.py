@@ -66,7 +66,7 @@ class LaneWorkflow:
         self.state = "running"
         loop = AgentLoop(LoopSettings(session_id=inp.session_id, model=cfg.model,
                                       max_output_tokens=cfg.max_output_tokens, tools=cfg.tools,
-                                      tool_network=cfg.tool_network,
+                                      tool_network=cfg.tool_network, give_up_seconds=cfg.give_up_seconds,
                                       compaction=cfg.compaction, replay=cfg.replay), NoSubagents())
         final: str | None = None
         failure: str | None = None

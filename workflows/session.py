@@ -89,7 +89,7 @@ class SessionWorkflow:
         self.loop = AgentLoop(LoopSettings(
             session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
             tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay,
-            tool_network=self.config.tool_network), self.subagents)
+            tool_network=self.config.tool_network, give_up_seconds=self.config.give_up_seconds), self.subagents)
         self.engine_options: dict[str, bool] = {}  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------

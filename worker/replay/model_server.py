@@ -116,7 +116,9 @@ class ReplayState:
         self._lock = threading.Lock()
         self._fault = FaultConfig()
         self._remaining = 0
+        self.faults_served: dict[str, int] = {}  # fault mode -> requests it answered
         self._requests: deque[dict[str, Any]] = deque(maxlen=REQUEST_LOG_SIZE)
+        self._served: dict[str, set[int]] = {}  # trajectory id -> recorded turns answered
         self._seq = 0
         self.stopping = threading.Event()
 
@@ -138,6 +140,7 @@ class ReplayState:
                 return None
             if self._remaining > 0:
                 self._remaining -= 1
+            self.faults_served[self._fault.mode] = self.faults_served.get(self._fault.mode, 0) + 1
             return self._fault
 
     # -- request log
@@ -151,6 +154,16 @@ class ReplayState:
                 "body": body,
             })
             return self._seq
+
+    def serve(self, traj: Trajectory, turn: int) -> None:
+        if turn < len(traj.turns):
+            with self._lock:
+                self._served.setdefault(traj.id, set()).add(turn)
+
+    def served_turns(self, traj_id: str) -> set[int]:
+        """The recorded turns of a trajectory this server answered (whatever the log kept)."""
+        with self._lock:
+            return set(self._served.get(traj_id, ()))
 
     def requests(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -291,6 +304,7 @@ def create_app(trajectories: Iterable[Trajectory] | ReplayState) -> FastAPI:
             return _error(400, f"Invalid {HEADER_TURN} {turn_raw!r}: expected a 0-based "
                                "integer.", "invalid_request_error", "invalid_replay_turn")
         model = body["model"] if isinstance(body.get("model"), str) else REPLAY_MODEL_ID
+        state.serve(traj, turn_index)
         return JSONResponse(_completion(seq, model, traj, turn_index, prompt_tokens))
 
     @app.post("/admin/faults")
