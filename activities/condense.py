@@ -45,7 +45,16 @@ from activities.tokens import count_message_tokens, count_text_message_tokens, c
 from workflows.context.content import ItemContent
 from workflows.context.ids import MAIN_LANE
 from workflows.context.items import Item, Projection, is_tool_output
-from workflows.context.memory import SECTIONS, MemoryDoc, memory_text, parse_memory, validate_memory
+from workflows.context.memory import (
+    ENTRY_CHARS,
+    SECTION_ENTRIES,
+    SECTIONS,
+    MemoryDoc,
+    memory_text,
+    normalized,
+    parse_memory,
+    validate_memory,
+)
 from workflows.context.observations import observation_address
 from workflows.context.render import item_message
 
@@ -82,6 +91,8 @@ class CondensationInput(BaseModel):
     timeout_seconds: float = Field(120.0, gt=0)  # one HTTP call
     max_retry_delay_seconds: float = Field(60.0, ge=0)  # a longer Retry-After is not waited for
     json_mode: bool = True  # send response_format={"type": "json_object"}
+    # the memory contract's per-section bounds, on the normalized document (engine rules 2)
+    memory_contract: bool = True
 
 
 class CondensationOutcome(BaseModel):
@@ -100,7 +111,8 @@ MEMORY_SHAPE = "{" + ", ".join(f'"{field}": [...]' for field, _ in SECTIONS) + "
 SYSTEM_PROMPT = """You condense the earlier history of a software agent's session into its long-term memory.
 You have no tools. Answer with ONLY one JSON object, no prose and no code fence, of exactly this shape:
 {shape}
-Every field is a list of short strings; no other fields are allowed.
+Every field is a list of short strings (at most {entries} per field, {entry_chars} characters each); no other
+fields are allowed.
 - completed_work: what was done and verified, with results.
 - strategies_and_outcomes: approaches tried and whether they worked (include failures, so they are not repeated).
 - environment_changes: files created/edited/deleted, commands with lasting effects, installed packages.
@@ -167,7 +179,8 @@ def build_messages(inp: CondensationInput, items: dict[str, Item], contents: dic
     sections.append("Return the memory JSON object now.")
     return [
         {"role": "system", "content": SYSTEM_PROMPT.format(shape=MEMORY_SHAPE, max_tokens=inp.max_memory_tokens,
-                                                           max_chars=max_chars)},
+                                                           max_chars=max_chars, entries=SECTION_ENTRIES,
+                                                           entry_chars=ENTRY_CHARS)},
         {"role": "user", "content": "\n\n".join(sections)},
     ]
 
@@ -184,17 +197,19 @@ def _unfenced(raw: str) -> str:
     return match.group(1) if match else raw
 
 
-def check_answer(raw: str | None, known: set[str], max_tokens: int, model: str | None = None
-                 ) -> tuple[MemoryDoc | None, str, int, list[str]]:
+def check_answer(raw: str | None, known: set[str], max_tokens: int, model: str | None = None,
+                 memory_contract: bool = True) -> tuple[MemoryDoc | None, str, int, list[str]]:
     """(doc, text, tokens, errors): the same checks ``plan_condense`` makes."""
     if not raw or not raw.strip():
         return None, "", 0, ["the answer is empty; return the memory JSON object"]
     doc, errors = parse_memory(_unfenced(raw.strip()))
     if doc is None:
         return None, "", 0, errors
+    if memory_contract:
+        doc = normalized(doc)
     text = memory_text(doc)
     tokens = measure_memory(text, model)
-    errors = validate_memory(doc, known, tokens, max_tokens)
+    errors = validate_memory(doc, known, tokens, max_tokens, bounded=memory_contract)
     return (None if errors else doc), text, tokens, errors
 
 
@@ -325,7 +340,7 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
         message = choices[0].message if choices and getattr(choices[0], "message", None) is not None else None
         raw = message.content if message is not None else None
         truncated = bool(choices) and choices[0].finish_reason == "length"
-        doc, text, tokens, problems = check_answer(raw, known, inp.max_memory_tokens, model)
+        doc, text, tokens, problems = check_answer(raw, known, inp.max_memory_tokens, model, inp.memory_contract)
         if doc is not None:
             return CondensationOutcome(status="succeeded", memory=doc.model_dump(mode="json"), memory_text=text,
                                        memory_tokens=tokens, attempts=attempt, errors=errors, **base)

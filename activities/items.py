@@ -56,7 +56,10 @@ class StoreTextInput(BaseModel):
 
     session_id: str
     lane: str = ids.MAIN_LANE
-    observation_id: str | None = None  # set for oversized input: the exact text is archived there
+    # Where oversized input is archived: always when ``bound_above_tokens`` is None (runs of
+    # engine rules 1), else only when the text's full cost is above it.
+    observation_id: str | None = None
+    bound_above_tokens: int | None = None
     item_id: str
     seq: int
     task_id: str
@@ -96,6 +99,9 @@ class IngestItemsInput(BaseModel):
     # scheduled by workers older than these fields; those are derived the same way below.
     item_ids: list[str] = Field(default_factory=list)
     observation_ids: list[str] = Field(default_factory=list)
+    # Engine rules 2: a user or assistant text whose full cost is above this is archived at
+    # its observation id too, so that it can enter bounded (see archive_if_oversized).
+    bound_above_tokens: int | None = None
 
 
 # --- content helpers -----------------------------------------------------------------------
@@ -132,6 +138,28 @@ def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str
             "tokens": measure(item, content, preview_chars, model),
         }
     )
+
+
+def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
+                 bound_above_tokens: int | None, observation_id: str | None) -> Item:
+    """The measured item; when its full cost is above ``bound_above_tokens`` (and it has no
+    address yet), with ``observation_id`` as its address, so that the engine lets it enter
+    bounded (a source reference, or head and tail) with the exact text recallable there."""
+    measured = finish_item(item, content, preview_chars, model)
+    if (bound_above_tokens is None or observation_id is None or item.observation_id is not None
+            or measured.tokens[Projection.FULL] <= bound_above_tokens):
+        return measured
+    return finish_item(item.model_copy(update={"observation_id": observation_id}), content, preview_chars, model)
+
+
+async def archive_if_oversized(store: Store, session_id: str, item: Item, content: ItemContent, preview_chars: int,
+                               model: str | None, bound_above_tokens: int | None,
+                               observation_id: str | None) -> Item:
+    """``bounded_item``, with the text archived at the address it was given. Idempotent."""
+    measured = bounded_item(item, content, preview_chars, model, bound_above_tokens, observation_id)
+    if measured.observation_id is not None and item.observation_id is None:
+        await store.put_observation(session_id, measured.observation_id, item.id, content.text)
+    return measured
 
 
 def item_row(item: Item, content: ItemContent, lane: str) -> ItemRow:
@@ -217,11 +245,12 @@ async def store_text(inp: StoreTextInput) -> Item:
     runtime = await get_runtime()
     content = ItemContent(text=inp.text)
     item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
-    if inp.observation_id is not None:
+    if inp.observation_id is not None and inp.bound_above_tokens is None:
         # Oversized input stays exact in storage and reaches the model as a bounded source reference.
         await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
         item = item.model_copy(update={"observation_id": inp.observation_id})
-    item = finish_item(item, content, inp.preview_chars, inp.model)
+    item = await archive_if_oversized(runtime.store, inp.session_id, item, content, inp.preview_chars, inp.model,
+                                      inp.bound_above_tokens, inp.observation_id)
     return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
 
 
@@ -266,16 +295,11 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                                       for n in range(count)]
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
     stored: list[Item] = []
+    texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
     for offset, ext in enumerate(inp.items):
         seq = inp.first_seq + offset
         item_id = item_ids[offset]
-        text = ext.text
-        if ext.content_ref is not None:
-            try:
-                text = await read_whole(store, inp.session_id, ext.content_ref)
-            except ObservationNotFound:
-                raise rejections.invalid_input(
-                    f"content_ref {ext.content_ref} is not stored for this session") from None
+        text = texts[offset]
         content = ItemContent(text=text or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
                               tool_name=ext.tool_name)
         calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
@@ -295,6 +319,16 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                 "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
                 "observation_id": obs_id,
             })
-        item = finish_item(item, content, inp.preview_chars, inp.model)
+        item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
+                                          inp.bound_above_tokens, ext.content_ref or obs_ids[offset])
         stored.append(await store_item(store, inp.session_id, inp.lane, item, content))
     return stored
+
+
+async def _external_text(store: Store, session_id: str, ext: ExternalItem) -> str | None:
+    if ext.content_ref is None:
+        return ext.text
+    try:
+        return await read_whole(store, session_id, ext.content_ref)
+    except ObservationNotFound:
+        raise rejections.invalid_input(f"content_ref {ext.content_ref} is not stored for this session") from None

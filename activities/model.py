@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.heartbeat import heartbeating
-from activities.items import StoredItem, ToolCallRef, finish_item, store_item, stored_item
+from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_item, stored_item
 from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.replay import follow_ups
 from activities.requests import PlanDelta, materialise, resolve_plan
@@ -46,6 +46,10 @@ class ModelCallInput(BaseModel):
     tools: list[str]
     replay: ReplaySpec | None = None
     replay_turn: int = 0
+    # Engine rules 2: an answer whose full cost is above ``bound_above_tokens`` is archived at
+    # ``observation_id`` (a runaway answer enters bounded, its exact text recallable).
+    observation_id: str | None = None
+    bound_above_tokens: int | None = None
 
 
 class ModelCallResult(BaseModel):
@@ -172,7 +176,8 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
         task=inp.task_id,
         tool_call_ids=[c.id for c in content.tool_calls],
     )
-    item = finish_item(item, content, inp.preview_chars, inp.model)
+    item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
+                                      inp.bound_above_tokens, inp.observation_id)
     item = await store_item(store, inp.session_id, inp.lane, item, content)
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)

@@ -94,7 +94,7 @@ async def _execute(inp: ToolRunInput, runtime: Runtime, arguments: str) -> tuple
     if inp.output is not None:  # the workflow ran it (condense_context...): store its answer
         return ToolOutput(inp.output, inp.exit_code), "tool", None
     if inp.tool_name == RECALL_TOOL:
-        output, mark = await recall(store, inp.session_id, arguments)
+        output, mark = await recall(store, inp.session_id, arguments, inp.preview_chars)
         return output, "tool", mark
     if inp.replay is not None:
         output, role = _replayed(inp)
@@ -127,7 +127,7 @@ async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
         item, content = done
         mark = None
         if inp.tool_name == RECALL_TOOL:
-            _, mark = await recall(store, inp.session_id, await _arguments(store, inp))
+            _, mark = await recall(store, inp.session_id, await _arguments(store, inp), inp.preview_chars)
         return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
     arguments = await _arguments(store, inp)

@@ -1,10 +1,12 @@
 """Replay benchmark: full vs masking-10 vs lanes over every recorded trajectory.
 
 Runs the offline replay (``lanes replay``, :mod:`worker.replay.simulator`) over the whole
-trajectory folder at budgets 16,000 and 32,000, writes
+trajectory folder at budgets 8,000, 16,000, 32,000 and 64,000, writes
 ``bench/results/replay-<budget>.json`` (the ``lanes replay --json`` object plus a
 per-folder breakdown, the cost ratios and how the run went) and the ``replay`` block of
-``bench/results/README.md``.
+``bench/results/README.md``. The lanes policy also runs under the engine's previous rules
+(``--engine-option rules_version=1``: before the budget guarantee), so that the ratios of
+the current engine stand beside the previous ones, measured on the same machine.
 
     .venv/bin/python bench/run_replay_bench.py [--jobs N] [--data DIR] [--budget B ...]
 """
@@ -24,7 +26,8 @@ from recordings import DEFAULT_TRAJECTORY_ROOT
 from worker.replay.simulator import FileResult, ReplayReport, default_jobs, replay_paths
 
 POLICIES = ["full", "masking-10", "lanes"]
-BUDGETS = [16_000, 32_000]
+BUDGETS = [8_000, 16_000, 32_000, 64_000]
+PREVIOUS_RULES = {"rules_version": 1}
 # Targets of the issue: lanes cost_units <= 0.7x full and <= 0.35x masking-10 at 16,000;
 # plan p99 < 5 ms; for lanes at both budgets no lost item and no request over the budget.
 TARGET_BUDGET = 16_000
@@ -71,6 +74,10 @@ def run(budget: int, root: str, jobs: int, console: Console) -> dict:
                               on_file=lambda _: progress.advance(task))
     data = report.as_dict()
     data["ratios"] = ratios(data["policies"])
+    previous = replay_paths([root], ["lanes"], budget, jobs=jobs, engine_options=PREVIOUS_RULES)
+    lanes_before = previous.as_dict()["policies"]["lanes"]
+    data["previous_rules"] = {"engine_options": PREVIOUS_RULES, "lanes": lanes_before,
+                              "ratios": ratios({**data["policies"], "lanes": lanes_before})}
     data["by_folder"] = by_folder(report, root)
     data["run"] = {
         "elapsed_seconds": round(report.seconds, 1),
@@ -105,6 +112,8 @@ def check(results: dict[int, dict]) -> list[tuple[str, str, bool]]:
         rows.append((f"lanes lost_items = 0 at {budget:,}", str(lanes["lost_items"]), lanes["lost_items"] == 0))
         rows.append((f"lanes over_budget_steps = 0 at {budget:,}", str(lanes["over_budget_steps"]),
                      lanes["over_budget_steps"] == 0))
+        rows.append((f"lanes unfit_steps (task would fail) = 0 at {budget:,}", str(lanes["unfit_steps"]),
+                     lanes["unfit_steps"] == 0))
     return rows
 
 
@@ -117,28 +126,34 @@ def readme_block(results: dict[int, dict]) -> str:
         f"`{any_run['run']['data']}`; driver `bench/run_replay_bench.py`. cost_units = uncached input + "
         "0.1 × cached input (a prefix of ≥ 1,024 tokens byte-identical to the previous request).",
         "",
-        "| budget | policy | input tokens | cached | cost units | ×full | peak | over budget | compactions "
+        "`lanes (rules 1)` is the engine before the budget guarantee (issue 13), replayed alongside.",
+        "",
+        "| budget | policy | input tokens | cached | cost units | ×full | peak | over budget | unfit | compactions "
         "| plan p50 ms | plan p99 ms | compaction steps p50 / p99 ms | lost items |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for budget, data in sorted(results.items()):
         full = data["policies"]["full"]["cost_units"]
-        for name, p in data["policies"].items():
+        rows = [*data["policies"].items(), ("lanes (rules 1)", data["previous_rules"]["lanes"])]
+        for name, p in rows:
             lines.append(
                 f"| {budget:,} | {name} | {p['input_tokens']:,} | {p['cached_input_tokens']:,} | "
                 f"{p['cost_units']:,.0f} | {p['cost_units'] / full:.3f} | {p['peak_input_tokens']:,} | "
-                f"{p['over_budget_steps']} | {p['compactions']} | {p['plan_ms_p50']:.3f} | "
+                f"{p['over_budget_steps']} | {p['unfit_steps']} | {p['compactions']} | {p['plan_ms_p50']:.3f} | "
                 f"{p['plan_ms_p99']:.3f} | "
                 + (f"{p['compaction_plan_ms_p50']:.2f} / {p['compaction_plan_ms_p99']:.2f}" if p["compactions"] else "–")
                 + f" | {p['lost_items']} |")
     lines += ["", "Ratios of lanes cost_units, per folder:", "",
-              "| budget | folder | files | steps | lanes/full | lanes/masking-10 |", "|---:|---|---:|---:|---:|---:|"]
+              "| budget | folder | files | steps | lanes/full | lanes/masking-10 | rules 1: lanes/full | "
+              "rules 1: lanes/masking-10 |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for budget, data in sorted(results.items()):
+        before = data["previous_rules"]["ratios"]
         lines.append(f"| {budget:,} | **all** | {data['files']} | {data['steps']:,} | "
-                     f"**{data['ratios']['lanes/full']:.3f}** | **{data['ratios']['lanes/masking-10']:.3f}** |")
+                     f"**{data['ratios']['lanes/full']:.3f}** | **{data['ratios']['lanes/masking-10']:.3f}** | "
+                     f"{before['lanes/full']:.3f} | {before['lanes/masking-10']:.3f} |")
         for folder, f in data["by_folder"].items():
             lines.append(f"| {budget:,} | {folder} | {f['files']} | {f['steps']:,} | "
-                         f"{f['ratios']['lanes/full']:.3f} | {f['ratios']['lanes/masking-10']:.3f} |")
+                         f"{f['ratios']['lanes/full']:.3f} | {f['ratios']['lanes/masking-10']:.3f} | | |")
     lines += ["", "| target | measured | met |", "|---|---:|:---:|"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in check(results)]
     runs = "; ".join(
@@ -155,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--data", default=str(DEFAULT_TRAJECTORY_ROOT))
-    parser.add_argument("--budget", type=int, action="append", help="default: 16000 and 32000")
+    parser.add_argument("--budget", type=int, action="append", help="default: 8000, 16000, 32000 and 64000")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     started = time.perf_counter()

@@ -46,13 +46,12 @@ def replay_session_config(session_id: str, trajectory: Trajectory, path: str | P
                           **overrides) -> SessionConfig:
     """A session that replays the recording at ``path`` (already loaded as ``trajectory``)
     against the replay model server at ``model_base_url``."""
+    fields = {"model": "replay", "system_prompt": trajectory.system or "You are a helpful assistant.", **overrides}
     return SessionConfig(
         session_id=session_id,
-        model="replay",
-        system_prompt=trajectory.system or "You are a helpful assistant.",
         replay=ReplaySpec(trajectory_path=str(Path(path).resolve()), trajectory_id=trajectory.id,
                           model_base_url=model_base_url),
-        **overrides,
+        **fields,
     )
 
 

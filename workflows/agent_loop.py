@@ -81,6 +81,7 @@ class AgentLoop:
 
     async def step(self, lane: Lane, task_id: str, turn: int) -> StepOutcome:
         await lane.compact_if_needed(self.settings.compaction)
+        await lane.assemble()
         answer, sent = await self.call_model(lane, task_id, turn)
         assistant = engine.add_item(lane.state, answer.stored.item)
         spawns = [c for c in answer.stored.tool_calls if c.name == SPAWN_TOOL]
@@ -107,12 +108,16 @@ class AgentLoop:
         return StepOutcome(done=not answer.stored.tool_calls and not answer.follow_ups, answer=assistant)
 
     async def call_model(self, lane: Lane, task_id: str, turn: int) -> tuple[ModelCallResult, engine.RequestPlan]:
-        """The model's answer and the plan that was sent (down the overflow ladder if needed)."""
+        """The model's answer and the plan that was sent: the first rung of the overflow
+        ladder that fits the budget (rules 2: nothing over budget is sent; when no rung fits,
+        the typed ``RequestDoesNotFit`` rejection is raised without a provider call), and a
+        lower rung when the provider still refuses (its count and ours disagree)."""
         s = self.settings
         response_seq = lane.next_seq()
         ladder = engine.OVERFLOW_LADDER
-        for step, projection in enumerate(ladder):
-            plan = engine.plan_request(lane.state, ladder=projection)
+        rung = 0
+        while True:
+            rung, plan = await lane.plan_within_budget(rung, turn)
             try:
                 answer = await calls.call_model(
                     ModelCallInput(
@@ -128,6 +133,8 @@ class AgentLoop:
                         tools=s.tools,
                         replay=s.replay,
                         replay_turn=turn,
+                        observation_id=lane.observation_id(response_seq) if lane.rules_2 else None,
+                        bound_above_tokens=lane.bound_above_tokens,
                     ),
                     s.give_up,
                 )
@@ -137,16 +144,16 @@ class AgentLoop:
                 overflow = isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH_EXCEEDED
                 if not overflow:
                     raise
-                last = step == len(ladder) - 1
+                last = rung == len(ladder) - 1
                 await calls.record_events(s.session_id, [event(
                     "context.overflow.failed" if last else "context.overflow.retry",
-                    {"turn": turn, "rejected": projection.value, "next": None if last else ladder[step + 1].value,
+                    {"turn": turn, "rejected": ladder[rung].value, "next": None if last else ladder[rung + 1].value,
                      "request_tokens": plan.total_tokens, "error": str(cause)},
                     lane.next_event_seq(), lane.event_lane,
                 )])
                 if last:
                     raise
-        raise AssertionError("unreachable")
+                rung += 1
 
     async def _workflow_tool(self, lane: Lane, call: ToolCallRef) -> tuple[str, int] | None:
         """The answer of a tool the workflow runs itself; None for the tool activity's tools."""

@@ -146,6 +146,8 @@ class TaskStatus(BaseModel):
     state: TaskState
     turns: int = 0
     error: str | None = None
+    # why it failed, as a type callers can branch on (e.g. RequestDoesNotFit); None: see error
+    error_type: str | None = None
 
     @property
     def finished(self) -> bool:

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
     from activities.requests import PlanDelta
     from workflows import activity_calls as calls
+    from workflows import rejections
     from workflows.context import engine, ids
     from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
     from workflows.context.items import Item, Kind, Projection
@@ -30,10 +31,14 @@ with workflow.unsafe.imports_passed_through():
 # recorded histories ran: each is on only in runs that started after it existed
 # (EngineConfig option -> workflow.patched id). Decided once per run, in this order.
 ENGINE_PATCHES = {"cache_aware_sweep": "cache-aware-sweep", "sweep_never_grows": "sweep-never-grows"}
+# The budget guarantee and the spec's remaining rules (EngineConfig.rules_version 2).
+RULES_2_PATCH = "engine-rules-2"
 
 
-def patched_engine_options() -> dict[str, bool]:
-    return {option: workflow.patched(patch_id) for option, patch_id in ENGINE_PATCHES.items()}
+def patched_engine_options() -> dict[str, bool | int]:
+    options: dict[str, bool | int] = {option: workflow.patched(patch_id) for option, patch_id in ENGINE_PATCHES.items()}
+    options["rules_version"] = 2 if workflow.patched(RULES_2_PATCH) else 1
+    return options
 
 
 class Lane:
@@ -48,6 +53,16 @@ class Lane:
     @property
     def preview_chars(self) -> int:
         return self.state.config.effective_preview_chars
+
+    @property
+    def rules_2(self) -> bool:
+        return self.state.config.rules_version >= 2
+
+    @property
+    def bound_above_tokens(self) -> int | None:
+        """Full cost above which an activity archives an item's text as an observation, so
+        that it can enter bounded (rules 2; None under rules 1)."""
+        return self.state.config.max_item_tokens if self.rules_2 else None
 
     def next_seq(self) -> int:
         seq = self.data.next_seq
@@ -74,6 +89,7 @@ class Lane:
     async def add_text(self, text: str, *, kind: str, role: str, task_id: str | None) -> Item:
         """Store a user/system text and add it to the engine."""
         seq = self.next_seq()
+        bounded = self.rules_2 and kind != Kind.SYSTEM  # the system prompt is never shrunk
         item = await calls.store_text(
             StoreTextInput(
                 session_id=self.data.session_id,
@@ -86,30 +102,57 @@ class Lane:
                 role=role,
                 model=self.data.model,
                 preview_chars=self.preview_chars,
-                observation_id=self.observation_id(seq) if len(text) > ids.OVERSIZED_INPUT_CHARS else None,
+                observation_id=self.observation_id(seq) if bounded or len(text) > ids.OVERSIZED_INPUT_CHARS else None,
+                bound_above_tokens=self.bound_above_tokens if bounded else None,
             )
         )
         return engine.add_item(self.state, item)
 
     async def add_external(self, items: list[ExternalItem]) -> list[Item]:
         """Items an external agent appended: stored and measured by an activity first."""
+        stored = await self.store_external(items, self.state.current_task)
+        return [engine.add_item(self.state, item) for item in stored]
+
+    async def store_external(self, items: list[ExternalItem], task_id: str | None) -> list[Item]:
+        """Items an external agent appended, stored and measured by an activity (not yet
+        added to the engine)."""
         seqs = [self.next_seq() for _ in items]
-        stored = await calls.ingest_items(
+        return await calls.ingest_items(
             IngestItemsInput(
                 session_id=self.data.session_id,
                 lane=self.data.lane,
                 model=self.data.model,
                 preview_chars=self.preview_chars,
-                task_id=self.state.current_task,
+                task_id=task_id,
                 first_seq=seqs[0],
                 items=items,
                 item_ids=[self.item_id(seq) for seq in seqs],
                 observation_ids=[self.observation_id(seq) for seq in seqs],
+                bound_above_tokens=self.bound_above_tokens,
             )
         )
-        return [engine.add_item(self.state, item) for item in stored]
 
     # --- requests ----------------------------------------------------------------------
+
+    async def plan_within_budget(self, start: int = 0, turn: int | None = None) -> tuple[int, engine.RequestPlan]:
+        """(rung, plan): the first rung of the overflow ladder, from ``start``, whose plan fits
+        the budget, planned before any provider call (rules 2; each rung passed over is
+        logged). None fitting raises the typed ``RequestDoesNotFit`` rejection, logged as
+        ``context.request.unfit``. Under rules 1: the plan of rung ``start``, fitting or not."""
+        if not self.rules_2:
+            return start, engine.plan_request(self.state, ladder=engine.OVERFLOW_LADDER[start])
+        plans = engine.plan_fitting(self.state, start)
+        for plan in plans:
+            facts = {"turn": turn, "ladder": plan.ladder.value, "request_tokens": plan.total_tokens,
+                     "budget": plan.budget}
+            if plan.fits:
+                return engine.OVERFLOW_LADDER.index(plan.ladder), plan
+            if plan is plans[-1]:
+                await self.log_event("context.request.unfit", {**facts, "reason": plan.reason})
+                raise rejections.request_unfit(plan.reason)
+            following = engine.OVERFLOW_LADDER[engine.OVERFLOW_LADDER.index(plan.ladder) + 1]
+            await self.log_event("context.overflow.planned", {**facts, "next": following.value})
+        raise AssertionError("unreachable: start is past the ladder")
 
     def plan_delta(self, entries: list[tuple[str, Projection]]) -> PlanDelta:
         """The plan as a change against the previous one (usually: items appended),
@@ -129,8 +172,21 @@ class Lane:
         if not engine.needs_compaction(self.state):
             return None
         if settings is not None and settings.enabled and await self._condense_with_llm(settings):
+            return await self.fallback_if_over_target()
+        return await self.apply(engine.plan_fallback(self.state))
+
+    async def fallback_if_over_target(self) -> ApplyResult | None:
+        """After a condensation (LLM or explicit): the deterministic fallback when the result
+        is still above the target (rules 2; a memory can outweigh what it archived)."""
+        if not self.rules_2 or not engine.over_target(self.state):
             return None
         return await self.apply(engine.plan_fallback(self.state))
+
+    async def assemble(self) -> ApplyResult | None:
+        """Keep the stable segment current before a request (episode markers, pinned items,
+        old submissions rolled into the summary); nothing when it already is."""
+        plan = engine.plan_assembly(self.state)
+        return None if plan is None else await self.apply(plan)
 
     async def _condense_with_llm(self, settings: CompactionSettings) -> bool:
         """True when an LLM-written memory replaced the condensed prefix."""
@@ -189,6 +245,7 @@ class Lane:
             condenser_window=settings.condenser_window,
             preview_chars=min(4_000, self.preview_chars),
             timeout_seconds=settings.timeout_seconds,
+            memory_contract=self.rules_2,
         )
         self.lock.release()
         try:
@@ -244,6 +301,8 @@ class Lane:
         doc, errors = engine.parse_memory(raw_memory)
         if doc is None:
             return await self._condense_refused(Rejection(status="rejected", reason="; ".join(errors)))
+        if self.rules_2:
+            doc = engine.normalized(doc)  # measured as plan_condense will write it
         text = engine.memory_text(doc)
         measured = await calls.measure_texts(self.data.model, {Kind.MEMORY.value: text})
         planned = engine.plan_condense(self.state, doc, measured_memory_tokens=measured[Kind.MEMORY.value])
@@ -252,6 +311,7 @@ class Lane:
         result = await self.apply(planned, measured)
         if not result.applied:
             return await self._condense_refused(Rejection(status="rejected", reason=result.reason))
+        await self.fallback_if_over_target()
         return CondenseResult(
             status="accepted", reason=result.reason, memory_id=self.state.memory_id, archived=len(result.archived)
         )

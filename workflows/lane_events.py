@@ -20,10 +20,10 @@ EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED = "episode.begun", "episode.ende
 
 def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Callable[[], int],
                       lane: str = ids.MAIN_LANE) -> list[EventSpec]:
-    """One event for the compaction, one per item that left the working set."""
+    """One event for the compaction (or the task assembly), one per item that left the working set."""
     events = [
         event(
-            f"context.compaction.{plan.mode}",
+            "context.assembly" if plan.mode == "assembly" else f"context.compaction.{plan.mode}",
             {
                 "applied": result.applied,
                 "passes": plan.passes_run,

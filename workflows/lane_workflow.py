@@ -11,7 +11,7 @@ session's store under its lane name, inspectable like the main lane's.
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lanes import FinishLaneInput
@@ -82,6 +82,10 @@ class LaneWorkflow:
                 failure = f"the subagent reached its limit of {cfg.max_turns} model turns"
         except ActivityError as error:
             failure = describe(error)
+        except ApplicationError as error:  # raised in workflow code: the request does not fit
+            if error.type != rejections.REQUEST_UNFIT:
+                raise
+            failure = str(error)
         async with lane.lock:
             ended = engine.end_task(lane.state, task_id, abandoned=True)
             if ended.abandoned_episodes:

@@ -17,7 +17,10 @@ INVALID_INPUT = "InvalidInput"  # the input itself is wrong; the same call never
 CONFLICT = "Conflict"  # the session's current state does not allow it; it may succeed later
 SESSION_CLOSED = "SessionClosed"  # the session was closed and takes no more work
 WRONG_MODE = "WrongMode"  # a hosted-mode call on an external session, or the reverse
-REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE)
+# The context cannot be planned within the budget, even at the ladder's last rung (e.g. the
+# system prompt, tools and protected items alone exceed it): no provider call is made.
+REQUEST_UNFIT = "RequestDoesNotFit"
+REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE, REQUEST_UNFIT)
 
 # Queries cannot carry an error type (the client sees a message only): a query asked
 # while a run restores its checkpoint fails with a message holding this, which clients test for.
@@ -45,6 +48,10 @@ def wrong_mode(mode: str, action: str) -> ApplicationError:
             else "append items with POST /v1/sessions/{id}/items and read GET /v1/sessions/{id}/request")
     wanted = "external" if mode == "hosted" else "hosted"
     return rejection(WRONG_MODE, f"the session is in {mode} mode: {action} needs {wanted} mode ({hint})")
+
+
+def request_unfit(reason: str) -> ApplicationError:
+    return rejection(REQUEST_UNFIT, f"the next request does not fit the budget: {reason}")
 
 
 def still_starting(what: str) -> ApplicationError:

@@ -12,8 +12,11 @@ decides every id, and asks activities to do all I/O. Two ways to drive it:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.sessions import LoadCheckpointInput, SaveCheckpointInput, SessionStartInput
@@ -90,7 +93,7 @@ class SessionWorkflow:
             session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
             tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay,
             tool_network=self.config.tool_network, give_up_seconds=self.config.give_up_seconds), self.subagents)
-        self.engine_options: dict[str, bool] = {}  # decided once per run, in run()
+        self.engine_options: dict[str, bool | int] = {}  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------
 
@@ -169,10 +172,20 @@ class SessionWorkflow:
     async def append_items(self, request: AppendItemsRequest) -> AppendItemsResult:
         lane = await self._ready_lane()
         async with lane.lock:
-            for item in request.items:
-                if item.kind == Kind.USER.value:
-                    await self._begin_external_task()
-            added = await lane.add_external(request.items)
+            with engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
+                users = sum(1 for item in request.items if item.kind == Kind.USER.value)
+                if lane.rules_2:
+                    # stored first: input the activity refuses (a content_ref that is not stored)
+                    # fails the update with the session as it was
+                    task_id = ids.task_id(self.next_task + users - 1) if users else lane.state.current_task
+                    stored = await lane.store_external(request.items, task_id)
+                    for _ in range(users):
+                        await self._begin_external_task()
+                    added = [engine.add_item(lane.state, item) for item in stored]
+                else:
+                    for _ in range(users):
+                        await self._begin_external_task()
+                    added = await lane.add_external(request.items)
         return AppendItemsResult(item_ids=[i.id for i in added])
 
     @append_items.validator
@@ -196,7 +209,8 @@ class SessionWorkflow:
         lane = await self._ready_lane()
         async with lane.lock:
             await lane.compact_if_needed(self.config.compaction)
-            plan = engine.plan_request(lane.state)
+            await lane.assemble()
+            _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
         return PreparedRequest(
             entries=plan.pairs,
             stable_prefix_entries=plan.stable_prefix_entries,
@@ -223,6 +237,13 @@ class SessionWorkflow:
                 await lane.log_event(EPISODE_BEGUN, {"episode_id": episode.id, "kind": episode.kind.value,
                                                        "goal": episode.goal, "depends_on": episode.depends_on})
 
+    @begin_episode.validator
+    def validate_begin_episode(self, request: EpisodeBegin) -> None:
+        if self.lane is None:
+            return  # still starting: the handler waits for the lane and checks then
+        with engine_refusals():
+            engine.check_begin(self.lane.state, request.episode_id, request.kind, request.goal, request.depends_on)
+
     @workflow.update
     async def end_episode(self, request: EpisodeEnd) -> None:
         lane = await self._ready_lane()
@@ -230,6 +251,13 @@ class SessionWorkflow:
             _engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
             if workflow.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_event(EPISODE_ENDED, {"episode_id": request.episode_id})
+
+    @end_episode.validator
+    def validate_end_episode(self, request: EpisodeEnd) -> None:
+        if self.lane is None:
+            return  # still starting: the handler waits for the lane and checks then
+        with engine_refusals():
+            engine.check_end(self.lane.state, request.episode_id, request.conclusion)
 
     @workflow.update
     async def condense_context(self, request: CondenseRequest) -> CondenseResult:
@@ -434,6 +462,10 @@ class SessionWorkflow:
         except ActivityError as error:
             status.state = "failed"
             status.error = describe(error)
+        except ApplicationError as error:  # raised in workflow code: the request does not fit
+            if error.type != rejections.REQUEST_UNFIT:
+                raise
+            status.state, status.error, status.error_type = "failed", str(error), error.type
         async with lane.lock:
             ended = engine.end_task(lane.state, task_id)
             if ended.abandoned_episodes and workflow.patched(EPISODE_EVENTS_PATCH):
@@ -442,8 +474,16 @@ class SessionWorkflow:
 
 def _engine_call(fn, *args):
     """Engine refusals (bad episode transitions...) fail the update, typed, never the workflow task."""
-    try:
+    with engine_refusals():
         return fn(*args)
+
+
+@contextmanager
+def engine_refusals() -> Iterator[None]:
+    """An engine refusal inside becomes the typed rejection of the update (never a failed
+    workflow task, which would retry for ever and freeze the session)."""
+    try:
+        yield
     except EngineError as error:
         raise rejections.from_engine(error) from None
 

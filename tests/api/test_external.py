@@ -92,7 +92,8 @@ async def test_request_is_materialised_from_postgres_with_a_stable_prefix(client
     assert [m["role"] for m in first.messages] == ["system", "user", "user"]
     assert first.messages[0]["content"] == "You are terse." and first.messages[1]["content"] == "list the files"
     assert [t["function"]["name"] for t in first.tools] == list(WORKSPACE_TOOLS)
-    assert first.stable_prefix_messages == first.stable_prefix_entries == 0  # nothing laid out yet
+    # task assembly laid the stable segment out (the system prompt, the pinned submission and decision)
+    assert first.stable_prefix_messages == first.stable_prefix_entries == 3
     assert first.token_estimate > first.plan_tokens > 0 and first.fits
     assert [e.item_id for e in first.entries] == ["itm-000000", "itm-000001", "itm-000002"]
 
@@ -209,6 +210,10 @@ async def test_episodes_and_condensation(client_a, api_stack):
 
     bad_ref = await client_a.condense(sid, {"completed_work": ["x"], "references": ["observation://obs-unknown"]})
     assert bad_ref.status == "rejected" and "obs-unknown" in bad_ref.reason
+    # the current task's items are protected: nothing is eligible, and nothing is written
+    nothing = await client_a.condense(sid, {"completed_work": ["fixed auth"]})
+    assert nothing.status == "no-op" and (await client_a.context(sid)).live_memory_id is None
+    await client_a.append_items(sid, [user_item("next: add tests")])  # the episodes' task is over
     accepted = await client_a.condense(sid, {"completed_work": ["fixed auth"], "references": ["src/auth.ts"]})
     assert accepted.status == "accepted" and accepted.memory_id
     report = await client_a.context(sid)
@@ -227,3 +232,16 @@ async def test_episodes_and_condensation(client_a, api_stack):
             assert (await http.post(f"/v1/sessions/{sid}/episodes", json=body)).status_code == 422
         too_long = await http.post(f"/v1/sessions/{sid}/episodes/fix-auth/end", json={"conclusion": "c" * 5000})
         assert too_long.status_code == 422
+
+
+async def test_a_request_that_cannot_fit_is_refused_with_what_does_not_fit(client_a):
+    prompt = "Follow every house rule to the letter. " * 1_000  # ~8,000 tokens: more than the whole budget
+    sid = (await client_a.create_session(mode="external", budget_tokens=2_000, system_prompt=prompt)).session_id
+    await client_a.append_items(sid, [user_item("hello")])
+    with pytest.raises(LanesAPIError) as raised:
+        await client_a.next_request(sid)
+    assert raised.value.status == 422 and raised.value.code == "request_unfit"
+    assert "does not fit" in raised.value.message and "system" in raised.value.message
+    kinds = [e.kind for e in (await client_a.events(sid, limit=100)).events]
+    assert kinds.count("context.overflow.planned") == 2 and "context.request.unfit" in kinds
+    await client_a.append_items(sid, [user_item("still taking items")])  # the session is not wedged

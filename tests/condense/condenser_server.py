@@ -10,6 +10,7 @@ answers a valid memory. Steps: a mode name or ``{"mode": ..., <parameters>}``.
 * ``schema``: JSON that fails the schema (unknown field, a string instead of a list).
 * ``bad_reference``: valid shape, but an absolute path and an unknown observation.
 * ``oversized_memory``: valid shape, far over 2,000 tokens.
+* ``large_memory``: valid, close to the 2,000-token cap.
 * ``http_429`` (``retry_after``: Retry-After value), ``http_500``, ``http_400``,
   ``context_length`` (HTTP 400 with OpenAI's ``context_length_exceeded``).
 * ``garbage``: HTTP 200 whose body is not JSON.
@@ -108,6 +109,9 @@ class CondenserServer:
             "oversized_memory": lambda: json.dumps({**memory, "completed_work": [
                 f"Step {n}: inspected module number {n} and its tests, found nothing relevant there at all "
                 "after a careful look at every function and branch in the file." for n in range(90)]}),
+            "large_memory": lambda: json.dumps({**memory, "completed_work": [
+                f"Step {n}: inspected module number {n} and its tests; " + "the reader keeps every tag it saw. " * 11
+                for n in range(14)]}),
         }[mode]()
         return {
             "id": f"cond-{len(self.requests)}",

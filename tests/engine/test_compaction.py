@@ -112,7 +112,7 @@ def _episode_session(sim: Sim, action_done: bool = True) -> None:
     for n in range(2):
         sim.exchange(f"sed -i 's/{n}/x/' auth.ts", big(1_200, f"e{n}"), text=big(3_000, f"editing {n}"))
     if action_done:
-        E.end_episode(sim.state, "fix-auth", "auth fixed")
+        E.end_episode(sim.state, "fix-auth")
 
 
 def test_completed_episodes_archived_actions_before_explorations():

@@ -102,9 +102,11 @@ def test_condense_archives_only_eligible_old_assistant_tool_groups():
     plan = E.plan_condense(sim.state, _doc())
     result = sim.apply(plan)
     archived = {i.id for i in result.archived}
-    old_groups = {i.id for pair in ids["t1"] for i in pair}
-    assert old_groups <= archived
-    protected = [ids["user1"], ids["user2"], ids["note"], ids["final1"]] + [i for pair in ids["t2"] for i in pair]
+    # the four newest groups before the current task stay: task one's answer and its last three reads
+    old_groups = {i.id for pair in ids["t1"][:3] for i in pair}
+    assert old_groups == archived - {i for i in archived if i.startswith(("checkpoint", "memory"))}
+    protected = [ids["user1"], ids["user2"], ids["note"], ids["final1"]] + [i for pair in ids["t1"][3:] for i in pair] \
+        + [i for pair in ids["t2"] for i in pair]
     for item in protected:
         assert item.id in sim.state.items, f"{item.id} ({item.kind}) must be protected"
     assert any(i.kind == "system" for i in sim.state.items.values())
@@ -123,7 +125,7 @@ def test_condense_protects_the_four_newest_groups_even_of_finished_tasks():
     assert not {a.id for a, _ in groups[2:]} & archived
 
 
-def test_condense_archives_completed_episode_content_of_the_current_task():
+def test_condense_protects_completed_episodes_of_the_current_task():
     sim = Sim(budget_override=30_000)
     sim.user("go")
     E.begin_task(sim.state, "t")
@@ -132,7 +134,15 @@ def test_condense_archives_completed_episode_content_of_the_current_task():
     E.end_episode(sim.state, "explore", "the bug is in parse()")
     for n in range(4):
         sim.exchange(f"echo {n}", "y", text=f"current {n}")
-    result = sim.apply(E.plan_condense(sim.state, _doc()))
+    before = sim.state.model_dump_json()
+    outcome = E.plan_condense(sim.state, _doc())  # everything belongs to the current task
+    _assert_unchanged(sim, outcome, "no-op", "nothing eligible", before)
+    E.end_task(sim.state, "t")
+    sim.user("next")
+    E.begin_task(sim.state, "t2")
+    for n in range(4):
+        sim.exchange(f"echo {n}", "z", text=f"next {n}")
+    result = sim.apply(E.plan_condense(sim.state, _doc()))  # a task later, the episode may go
     assert {i.id for pair in explored for i in pair} <= {i.id for i in result.archived}
     assert sim.state.episodes["explore"].status == "archived"
     assert "the bug is in parse()" in sim.contents[sim.state.checkpoint_id].text
@@ -140,9 +150,11 @@ def test_condense_archives_completed_episode_content_of_the_current_task():
 
 def test_archived_observations_stay_recallable_by_address():
     sim, ids = _two_tasks()
-    sim.apply(E.plan_condense(sim.state, _doc()))
+    result = sim.apply(E.plan_condense(sim.state, _doc()))
     checkpoint = sim.contents[sim.state.checkpoint_id].text
-    for _, tool in ids["t1"]:
+    archived = [tool for _, tool in ids["t1"] if tool.id in {i.id for i in result.archived}]
+    assert archived
+    for tool in archived:
         assert f"observation://{tool.observation_id}" in checkpoint
 
 
@@ -150,6 +162,9 @@ def test_repeated_condense_replaces_the_single_live_memory():
     sim, _ = _two_tasks()
     sim.apply(E.plan_condense(sim.state, _doc()))
     first = sim.state.memory_id
+    E.end_task(sim.state, "t2")  # task two's groups become eligible
+    sim.user("task three")
+    E.begin_task(sim.state, "t3")
     sim.apply(E.plan_condense(sim.state, _doc(open_questions=["Should tests cover refresh tokens?"])))
     second = sim.state.memory_id
     assert first != second and first not in sim.state.items
@@ -203,3 +218,46 @@ def test_condensation_source_needs_the_4096_token_reserve():
     tight = E.condensation_source(sim.state, condenser_window=source.source_tokens + 4_000)
     assert not tight.fits and "reserve 4096" in tight.reason
     assert len(source.anchor_ids) <= 12
+
+
+# --- the memory contract's per-section bounds (rules 2) --------------------------------------
+
+def test_memory_refuses_more_than_twenty_entries_per_section():
+    # measured: 21 entries per list were accepted (only the 2,000-token total was checked)
+    sim, _ = _two_tasks()
+    before = sim.state.model_dump_json()
+    outcome = E.plan_condense(sim.state, _doc(open_questions=[f"q{n}" for n in range(21)]))
+    _assert_unchanged(sim, outcome, "rejected", "open_questions: 21 entries; at most 20", before)
+    assert not isinstance(E.plan_condense(sim.state, _doc(open_questions=[f"q{n}" for n in range(20)])), E.Rejection)
+
+
+def test_memory_refuses_an_entry_over_a_thousand_characters():
+    sim, _ = _two_tasks()
+    before = sim.state.model_dump_json()
+    outcome = E.plan_condense(sim.state, _doc(constraints=["c" * 1_001]))
+    _assert_unchanged(sim, outcome, "rejected", "an entry of 1001 characters; at most 1000", before)
+
+
+def test_memory_entries_are_trimmed_and_the_newest_duplicate_kept():
+    doc = E.normalized(_doc(completed_work=["  a  ", "b", "", "a", "   "], references=["src/x.py", "src/x.py"]))
+    assert doc.completed_work == ["b", "a"] and doc.references == ["src/x.py"]
+    sim, _ = _two_tasks()
+    plan = E.plan_condense(sim.state, _doc(completed_work=["  fixed auth ", "fixed auth"]))
+    assert not isinstance(plan, E.Rejection)
+    memory = next(g.text for g in plan.generated if g.key == Kind.MEMORY.value)
+    assert memory.count("fixed auth") == 1
+
+
+def test_twenty_one_entries_that_repeat_normalize_within_the_bound():
+    sim, _ = _two_tasks()
+    plan = E.plan_condense(sim.state, _doc(open_questions=[f"q{n % 10}" for n in range(21)]))
+    assert not isinstance(plan, E.Rejection)
+
+
+def test_condense_with_nothing_eligible_writes_no_new_memory():
+    # measured: a new memory was written although nothing was eligible to condense
+    sim, _ = _two_tasks()
+    sim.apply(E.plan_condense(sim.state, _doc()))
+    before = sim.state.model_dump_json()
+    outcome = E.plan_condense(sim.state, _doc(completed_work=["a different memory"]))
+    _assert_unchanged(sim, outcome, "no-op", "nothing eligible", before)

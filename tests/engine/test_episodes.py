@@ -55,7 +55,7 @@ def test_action_dependency_is_rejected():
 def test_dependencies_are_acyclic():
     sim = Sim()
     with pytest.raises(E.EpisodeError, match="cannot depend on itself"):
-        E.begin_episode(sim.state, "loop", "exploration", "x", depends_on=["loop"])
+        E.begin_episode(sim.state, "loop", "action", "x", depends_on=["loop"])
     # a dependency must already be finished, so an edge always points to an older episode
     E.begin_episode(sim.state, "a", "exploration", "x")
     with pytest.raises(E.EpisodeError):
@@ -76,13 +76,39 @@ def test_episode_ids_are_unique_and_kinds_checked():
         E.end_episode(sim.state, "zzz", "x")
 
 
-def test_items_belong_to_the_innermost_active_episode():
+def test_items_belong_to_the_active_episode_and_episodes_do_not_nest():
     sim = Sim()
     sim.user("go")
     E.begin_episode(sim.state, "outer", "exploration", "x")
     first, _ = sim.exchange("ls", "a")
-    E.begin_episode(sim.state, "inner", "exploration", "y")
+    before = sim.state.model_dump_json()
+    with pytest.raises(E.EpisodeError, match="do not nest") as refused:
+        E.begin_episode(sim.state, "inner", "exploration", "y")
+    assert refused.value.conflict and sim.state.model_dump_json() == before
+    E.end_episode(sim.state, "outer", "seen a")
     second, _ = sim.exchange("ls", "b")
-    E.end_episode(sim.state, "inner", "seen b")
-    third, _ = sim.exchange("ls", "c")
-    assert (first.episode, second.episode, third.episode) == ("outer", "inner", "outer")
+    assert (first.episode, second.episode) == ("outer", None)
+
+
+def test_explorations_have_no_dependencies_and_actions_no_conclusion():
+    sim = Sim()
+    E.begin_episode(sim.state, "look", "exploration", "x")
+    E.end_episode(sim.state, "look", "seen")
+    with pytest.raises(E.EpisodeError, match="cannot depend on other episodes"):
+        E.begin_episode(sim.state, "look2", "exploration", "y", depends_on=["look"])
+    E.begin_episode(sim.state, "fix", "action", "z", depends_on=["look"])
+    with pytest.raises(E.EpisodeError, match="conclusions belong to explorations"):
+        E.end_episode(sim.state, "fix", "done")
+    E.end_episode(sim.state, "fix")
+    assert sim.state.episodes["fix"].conclusion is None
+
+
+def test_rules_1_kept_nesting_and_action_conclusions():
+    """Runs recorded before the stricter rules replay with the old ones."""
+    sim = Sim(rules_version=1)
+    E.begin_episode(sim.state, "outer", "exploration", "x")
+    E.begin_episode(sim.state, "inner", "exploration", "y", depends_on=[])
+    E.end_episode(sim.state, "inner", "seen")
+    E.end_episode(sim.state, "outer", "seen")
+    E.begin_episode(sim.state, "fix", "action", "z", depends_on=["outer"])
+    E.end_episode(sim.state, "fix", "a conclusion")

@@ -53,10 +53,13 @@ def test_large_tool_output_enters_compact_and_small_output_full():
 
 
 def test_oversized_user_input_enters_as_a_source_reference():
-    sim = Sim()
-    item = sim.user(big(sim.preview * 3, "doc"), obs=True)
+    sim = Sim()  # budget 16,000: one item may take at most half of it in full
+    fits = sim.user(big(sim.preview * 3, "doc"), obs=True)  # about 6,000 tokens
+    assert fits.projection == Projection.FULL
+    item = sim.user(big(sim.preview * 6, "doc"), obs=True)  # about 12,000 tokens
+    assert item.cost(Projection.FULL) > sim.state.config.max_item_tokens
     assert item.projection == Projection.REFERENCE and item.lifecycle == Lifecycle.PINNED
-    message = sim.messages(sim.request())[0]["content"]
+    message = sim.messages(sim.request())[1]["content"]
     assert message.startswith("Authoritative source: observation://")
 
 
@@ -161,7 +164,8 @@ def _capability(tokens: int, item_id: str = "tool-schema") -> Item:
 def test_capability_ceiling_is_usable_budget_minus_margin():
     sim = Sim()  # usable input 16,000
     assert sim.state.config.capability_ceiling == 16_000 - 512
-    assert Sim(model_known=False).state.config.capability_ceiling == 8_000
+    assert Sim(model_known=False).state.config.capability_ceiling == 8_000 - 512
+    assert Sim(model_known=False, rules_version=1).state.config.capability_ceiling == 8_000
 
 
 def test_capability_refusal_reports_need_margin_ceiling():
@@ -175,10 +179,10 @@ def test_capability_refusal_reports_need_margin_ceiling():
     assert sim.state.model_dump_json() == before
 
 
-def test_unknown_model_uses_the_old_8000_ceiling():
+def test_unknown_model_uses_the_old_8000_ceiling_less_the_margin():
     sim = Sim(model_known=False)
-    assert not E.admit_capability(sim.state, _capability(8_500), "step").admitted
-    assert E.admit_capability(sim.state, _capability(7_500), "step").admitted
+    assert not E.admit_capability(sim.state, _capability(7_820), "step").admitted  # over 8,000 - 512
+    assert E.admit_capability(sim.state, _capability(7_400), "step").admitted
 
 
 def test_capability_tokens_are_charged_against_the_conversation_budget():

@@ -80,19 +80,20 @@ class Driver(Sim):
         self.decision(big(size, "d"))
 
     def op_explore(self):
-        if self.episodes_on and len(self.state.active_episodes) < 2:
+        if self.episodes_on and not self.state.active_episodes:  # episodes do not nest
             self.episode_n += 1
             E.begin_episode(self.state, f"ep{self.episode_n}", "exploration", f"explore {self.episode_n}")
 
     def op_act(self):
         done = [e.id for e in self.state.episodes.values() if e.kind == "exploration" and e.status in ("completed", "archived")]
-        if self.episodes_on and done and len(self.state.active_episodes) < 2:
+        if self.episodes_on and done and not self.state.active_episodes:
             self.episode_n += 1
             E.begin_episode(self.state, f"ep{self.episode_n}", "action", "act", depends_on=done[-2:])
 
     def op_end_episode(self):
         if self.state.active_episodes:
-            E.end_episode(self.state, self.state.active_episodes[-1], "concluded")
+            episode = self.state.episodes[self.state.active_episodes[-1]]
+            E.end_episode(self.state, episode.id, "concluded" if episode.kind == "exploration" else None)
 
     def op_task(self):
         E.end_task(self.state, f"task-{self.task_n}")
@@ -162,10 +163,11 @@ class Driver(Sim):
         emergency = "emergency:newest-group-only" in plan.passes_run
         newest = protected_groups(state, 1 if emergency else state.config.protected_groups)
         users = [i for i in state.items.values() if i.kind == "user" and i.lifecycle == Lifecycle.PINNED]
+        kept_users = {u.id for u in users[-3:]}  # the current submission and the two before it
         floor = sum(
             e.tokens for e in request.entries
             if (i := state.items[e.item_id]).group in newest or i.kind in GENERATED_KINDS
-            or (i.lifecycle == Lifecycle.PINNED and i.kind not in ("user", "note")) or i.id in {u.id for u in users[-2:]}
+            or (i.lifecycle == Lifecycle.PINNED and i.kind not in ("user", "note")) or i.id in kept_users
         )
         assert floor + state.config.summary_tokens // 2 > request.budget, (floor, request.budget, request.reason)
 

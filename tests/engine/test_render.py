@@ -71,7 +71,12 @@ def test_oversized_user_input_is_a_bounded_authoritative_source_reference():
     rendered = E.projection_text(item, E.ItemContent(text=text), Projection.REFERENCE, 16000)
     assert rendered.startswith("Authoritative source: observation://obs-u1 (100000 characters")
     assert "recall_observation" in rendered and "offset=" in rendered
-    assert len(rendered) < 2600 and text.startswith(rendered.split("Beginning:\n", 1)[1])
+    assert len(rendered) < 2600
+    head, tail = rendered.split("Beginning:\n", 1)[1].split("\nEnd (from offset ", 1)
+    offset, tail = tail.split("):\n", 1)
+    # the beginning and the end, each exact, the end's offset in the stored text
+    assert text.startswith(head) and text.endswith(tail) and text[int(offset):] == tail
+    assert len(head) > len(tail) > 0
 
 
 def _entries(sim: Sim) -> list[tuple[str, E.Projection]]:

@@ -28,6 +28,9 @@ def _session() -> Sim:
     E.end_episode(sim.state, "look", "the bug is in parse()")
     for n in range(4):
         sim.exchange(f"pytest -k t{n}", "1 passed", text=f"test {n}")
+    E.end_task(sim.state, "t1")
+    sim.user("now add tests")
+    E.begin_task(sim.state, "t2")  # explicit condensation protects the current task's items
     E.record_recall(sim.state, "obs-00003", 0, 100, 1_500)
     sim.capability("schema", 40)
     plan = E.plan_condense(sim.state, E.MemoryDoc(completed_work=["read eight files"]))

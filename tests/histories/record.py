@@ -67,11 +67,13 @@ async def hosted(client, queue: str, name: str, path: Path, **overrides) -> None
     await save(client, session_id, name)
 
 
-async def external(client, queue: str) -> None:
-    session_id = f"hist-external-{uuid.uuid4().hex[:6]}"
+async def external(client, queue: str, name: str = "external") -> None:
+    session_id = f"hist-{name}-{uuid.uuid4().hex[:6]}"
     config = SessionConfig(session_id=session_id, mode="external", budget_tokens=2_000)
     handle = await sessions.start_session(client, config, queue)
     items = [ExternalItem(kind="user", text="Inspect and fix the parser.")]
+    if name != "external":  # engine rules 2: an item over its share of the budget is archived first
+        items.append(ExternalItem(kind="note", text="Keep the public API. " * 700))
     for n in range(6):
         items += [ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
                       {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]),
@@ -84,9 +86,14 @@ async def external(client, queue: str) -> None:
     await handle.execute_update(SessionWorkflow.prepare_request)
     await handle.execute_update(SessionWorkflow.condense_context,
                                 CondenseRequest(memory={"completed_work": ["read f0-f5"]}))
+    if name != "external":  # a new task: the first one's episode becomes eligible
+        await handle.execute_update(SessionWorkflow.append_items, AppendItemsRequest(
+            items=[ExternalItem(kind="user", text="Now add a test.")]))
+        await handle.execute_update(SessionWorkflow.condense_context,
+                                    CondenseRequest(memory={"completed_work": ["fixed the parser"]}))
     await handle.signal(SessionWorkflow.close)
     await handle.result()
-    await save(client, session_id, "external")
+    await save(client, session_id, name)
 
 
 async def subagents(client, queue: str, folder: Path) -> None:
@@ -121,6 +128,11 @@ async def main(names: list[str]) -> None:
             "overflow": lambda: hosted(client, queue, "overflow", LONG_TRAJECTORY),
             "external": lambda: external(client, queue),
             "subagents": lambda: subagents(client, queue, Path(tmp) / "subagents"),
+            # since the budget guarantee (engine rules 2): planned ladder, assembly, bounded items
+            "rules2-hosted": lambda: hosted(client, queue, "rules2-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
+            "rules2-external": lambda: external(client, queue, "rules2-external"),
+            "rules2-unfit": lambda: hosted(client, queue, "rules2-unfit", LONG_TRAJECTORY, budget_tokens=2_000,
+                                           system_prompt="Follow every house rule. " * 1_500),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

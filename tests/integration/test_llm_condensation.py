@@ -134,11 +134,31 @@ async def test_each_condenser_answer_has_its_outcome_and_history_stays_exact(
              if k.startswith("context.condensation")]
     assert kinds == expected
     compactions = [k for k in await condensation_events(store, session_id) if k.startswith("context.compaction")]
-    assert compactions == (["context.compaction.llm"] if expected[-1] == "succeeded" else ["context.compaction.fallback"])
+    if expected[-1] == "succeeded":  # then the fallback, when the memory left the lane over its target
+        assert compactions[0] == "context.compaction.llm" and compactions[1:] in ([], ["context.compaction.fallback"])
+    else:
+        assert compactions == ["context.compaction.fallback"]
     # the lane's stored items are byte for byte what was appended: only generated items are new
     after = await store.list_items(session_id, lane="main", limit=1_000)
     assert [r.model_dump() for r in after] == [r.model_dump() for r in before]
     report = await sessions.context(handle)
     assert (report.live_memory_id is not None) == (expected[-1] == "succeeded")
     assert prepared.fits
+    await handle.signal(SessionWorkflow.close)
+
+
+async def test_a_condensation_still_over_target_is_followed_by_the_fallback(
+        temporal_client, settings, trajectory, replay_server, condenser, store):
+    # measured: after a successful condensation the request was 13,182 tokens of 12,000
+    condenser.script(*["large_memory"] * 40)  # a valid memory close to its 2,000-token cap, every time
+    handle, status = await run_replayed_session(temporal_client, settings, trajectory, replay_server,
+                                                budget_tokens=6_000, compaction=settings_for(condenser))
+    condenser.script()
+    assert status.tasks[0].state == "completed", status.tasks[0].error
+    kinds = await condensation_events(store, handle.id)
+    followed = [after for before, after in zip(kinds, kinds[1:], strict=False)
+                if before == "context.condensation.succeeded"]
+    assert followed and "context.compaction.fallback" in followed
+    events = await store.list_events(handle.id, limit=5_000)
+    assert not [e for e in events if e.kind.startswith("context.overflow") or e.kind == "context.request.unfit"]
     await handle.signal(SessionWorkflow.close)

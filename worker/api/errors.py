@@ -36,6 +36,7 @@ REJECTION_STATUS: dict[str, tuple[int, str]] = {
     rejections.CONFLICT: (409, "conflict"),
     rejections.SESSION_CLOSED: (409, "session_closed"),
     rejections.WRONG_MODE: (409, "wrong_mode"),
+    rejections.REQUEST_UNFIT: (422, "request_unfit"),
 }
 
 

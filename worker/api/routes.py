@@ -88,7 +88,8 @@ COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
     404: {**_ERR, "description": "no such session for this tenant (or no such item under it)"},
     409: {**_ERR, "description": "the session's state does not allow this now"},
     413: {**_ERR, "description": "request body too large"},
-    422: {**_ERR, "description": "malformed request (the message names the field)"},
+    422: {**_ERR, "description": "malformed request (the message names the field); request_unfit: the next "
+                                "request cannot fit the session's budget (the message names what does not fit)"},
     429: {**_ERR, "description": "Temporal is busy; retry"},
     503: {**_ERR, "description": "Temporal or PostgreSQL unreachable, or the session is still starting"},
     504: {**_ERR, "description": "the session did not answer in time (no worker?)"},

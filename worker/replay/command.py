@@ -108,7 +108,7 @@ def _print_table(report: ReplayReport) -> None:
     table = Table(title=f"{data['files']} files, {data['steps']:,} model calls, budget {data['budget']:,} tokens "
                         f"({report.seconds:.1f} s)")
     for column in ("policy", "input tokens", "cached", "cost units", "×first", "peak", "over budget",
-                   "compactions", "plan p50 ms", "plan p99 ms", "lost items"):
+                   "unfit", "compactions", "plan p50 ms", "plan p99 ms", "lost items"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     first = None
     for name, p in data["policies"].items():
@@ -116,7 +116,8 @@ def _print_table(report: ReplayReport) -> None:
         table.add_row(
             name, f"{p['input_tokens']:,}", f"{p['cached_input_tokens']:,}", f"{p['cost_units']:,.0f}",
             f"{p['cost_units'] / first:.3f}", f"{p['peak_input_tokens']:,}", str(p["over_budget_steps"]),
-            str(p["compactions"]), f"{p['plan_ms_p50']:.3f}", f"{p['plan_ms_p99']:.3f}", str(p["lost_items"]),
+            str(p["unfit_steps"]), str(p["compactions"]), f"{p['plan_ms_p50']:.3f}", f"{p['plan_ms_p99']:.3f}",
+            str(p["lost_items"]),
         )
     console = Console()
     if not console.is_terminal:  # piped: no terminal width to respect, keep the numbers whole

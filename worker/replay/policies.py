@@ -19,10 +19,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from activities.items import finish_item, measure
+from activities.items import bounded_item, measure
 from activities.tokens import count_tool_definitions
 from worker.replay.recorded_lane import TASK_ID, ReplayItem
-from workflows.context import engine
+from workflows.context import engine, ids
 from workflows.context.config import EngineConfig
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
@@ -70,6 +70,7 @@ class Planned:
     seconds: float  # planning + rendering only
     compacted: bool = False
     lost: frozenset[str] = frozenset()
+    fits: bool = True  # False: the workflow would not send it (RequestDoesNotFit), the task would fail
 
 
 class Policy:
@@ -141,6 +142,8 @@ class LanesPolicy(Policy):
         config = engine_config(budget, engine_options)
         super().__init__(config.effective_preview_chars)
         self.state = engine.new_state(config)
+        # as the workflow's activities: oversized items are archived so that they enter bounded
+        self.bound_above_tokens = config.max_item_tokens if config.rules_version >= 2 else None
         # lane items without an observation address that were not yet seen archived into the
         # checkpoint or the rolling summary (the only items that could get lost)
         self.unproven: dict[str, int] = {}
@@ -150,7 +153,9 @@ class LanesPolicy(Policy):
             if self.state.current_task is None and lane.item.kind != Kind.SYSTEM:
                 engine.begin_task(self.state, TASK_ID)
             start = time.perf_counter()
-            item = finish_item(lane.item, lane.content, self.preview_chars, TOKEN_MODEL)
+            item = bounded_item(lane.item, lane.content, self.preview_chars, TOKEN_MODEL, self.bound_above_tokens,
+                                None if lane.item.kind == Kind.SYSTEM else ids.observation_id(
+                                    "replay", ids.MAIN_LANE, lane.item.seq))
             self.measure_seconds += time.perf_counter() - start
             engine.add_item(self.state, item, lane.arguments)
             self.contents[item.id] = lane.content
@@ -165,25 +170,35 @@ class LanesPolicy(Policy):
         compacted = False
         started = time.perf_counter()
         if engine.needs_compaction(state):
-            plan = engine.plan_fallback(state)
-            start = time.perf_counter()
-            seconds += start - started
-            measured = {g.key: self._measure_generated(g.key, g.role, g.text) for g in plan.generated}
-            self.measure_seconds += time.perf_counter() - start
+            seconds, compacted = self._apply(engine.plan_fallback(state), seconds, started)
             started = time.perf_counter()
-            result = engine.apply_plan(state, plan, measured)
-            if result.stale:  # nothing changes the state in between: a stale plan is an engine bug
-                raise ReplayError(f"engine refused its own fallback plan: {result.reason}")
-            for created in result.created:
-                self.contents[created.item_id] = ItemContent(text=created.text)
-            for archived in result.archived:
-                if archived.kind in GENERATED_KINDS:
-                    self.contents.pop(archived.id, None)
-            compacted = result.applied and not plan.is_empty
-        request = engine.plan_request(state)
+        assembly = engine.plan_assembly(state)
+        if assembly is not None:
+            seconds, _ = self._apply(assembly, seconds, started)
+            started = time.perf_counter()
+        if state.config.rules_version >= 2:  # as Lane.plan_within_budget: down the ladder before sending
+            request = engine.plan_fitting(state)[-1]
+        else:
+            request = engine.plan_request(state)
         messages = render_messages(request.pairs, state.items, self.contents, self.preview_chars)
         seconds += time.perf_counter() - started
-        return Planned(messages, seconds, compacted, frozenset(self._lost(request.entries)))
+        return Planned(messages, seconds, compacted, frozenset(self._lost(request.entries)), fits=request.fits)
+
+    def _apply(self, plan: engine.CompactionPlan, seconds: float, started: float) -> tuple[float, bool]:
+        """Apply ``plan`` (generated text measured with tiktoken, not timed as planning)."""
+        start = time.perf_counter()
+        seconds += start - started
+        measured = {g.key: self._measure_generated(g.key, g.role, g.text) for g in plan.generated}
+        self.measure_seconds += time.perf_counter() - start
+        result = engine.apply_plan(self.state, plan, measured)
+        if result.stale:  # nothing changes the state in between: a stale plan is an engine bug
+            raise ReplayError(f"engine refused its own {plan.mode} plan: {result.reason}")
+        for created in result.created:
+            self.contents[created.item_id] = ItemContent(text=created.text)
+        for archived in result.archived:
+            if archived.kind in GENERATED_KINDS:
+                self.contents.pop(archived.id, None)
+        return seconds, result.applied and not plan.is_empty
 
     def _measure_generated(self, kind: str, role: str, text: str) -> dict[Projection, int]:
         """Generated text is measured with tiktoken; its FULL cost equals what the workflow's

@@ -83,6 +83,7 @@ class StepRequest:
     plan_seconds: float
     lost: frozenset[str]
     measure_seconds: float  # tiktoken on the items this step added (lanes only)
+    fits: bool = True  # False: planned over budget even at the ladder's last rung (lanes: not sent)
 
 
 def iter_requests(
@@ -113,7 +114,7 @@ def iter_requests(
             input_tokens=sum(tokens) + TOOL_DEFINITION_TOKENS,
             cached_input_tokens=prefix if prefix >= MIN_CACHED_PREFIX_TOKENS else 0,
             shared_prefix_messages=shared, compacted=planned.compacted, plan_seconds=planned.seconds,
-            lost=planned.lost, measure_seconds=runner.measure_seconds - measured_before,
+            lost=planned.lost, measure_seconds=runner.measure_seconds - measured_before, fits=planned.fits,
         )
         previous = jsons
 
@@ -124,7 +125,8 @@ class PolicyTotals:
     input_tokens: int = 0
     cached_input_tokens: int = 0
     peak_input_tokens: int = 0
-    over_budget_steps: int = 0
+    over_budget_steps: int = 0  # requests sent over the budget
+    unfit_steps: int = 0  # requests the workflow refuses to send (RequestDoesNotFit: the task fails)
     compactions: int = 0
     lost_items: int = 0  # distinct items lost at some step, summed over files
     plan_ms: list[float] = field(default_factory=list)
@@ -139,7 +141,8 @@ class PolicyTotals:
         self.input_tokens += req.input_tokens
         self.cached_input_tokens += req.cached_input_tokens
         self.peak_input_tokens = max(self.peak_input_tokens, req.input_tokens)
-        self.over_budget_steps += req.input_tokens > budget
+        self.over_budget_steps += req.fits and req.input_tokens > budget
+        self.unfit_steps += not req.fits
         self.compactions += req.compacted
         self.plan_ms.append(req.plan_seconds * 1000.0)
         if req.compacted:
@@ -151,6 +154,7 @@ class PolicyTotals:
         self.cached_input_tokens += other.cached_input_tokens
         self.peak_input_tokens = max(self.peak_input_tokens, other.peak_input_tokens)
         self.over_budget_steps += other.over_budget_steps
+        self.unfit_steps += other.unfit_steps
         self.compactions += other.compactions
         self.lost_items += other.lost_items
         self.plan_ms.extend(other.plan_ms)
@@ -163,6 +167,7 @@ class PolicyTotals:
             "cost_units": round(self.cost_units, 1),
             "peak_input_tokens": self.peak_input_tokens,
             "over_budget_steps": self.over_budget_steps,
+            "unfit_steps": self.unfit_steps,
             "compactions": self.compactions,
             "plan_ms_p50": round(percentile(self.plan_ms, 50), 4),
             "plan_ms_p99": round(percentile(self.plan_ms, 99), 4),

@@ -24,6 +24,11 @@ def needs_compaction(state: ContextState) -> bool:
     return tokens > limit
 
 
+def over_target(state: ContextState) -> bool:
+    """The working set is above the target a compaction aims for (60 % of the budget)."""
+    return working_set_tokens(state) > int(budget(state) * state.config.target_ratio)
+
+
 def plan_fallback(state: ContextState) -> CompactionPlan:
     """The deterministic checkpoint fallback: passes 1-3 until the target (60 %) is met."""
     draft = Draft(state, "fallback")
@@ -119,6 +124,8 @@ def _replace_generated(
 
 def _count(state: ContextState, plan: CompactionPlan) -> None:
     counters = state.counters
+    if plan.mode == "assembly":
+        return  # not a compaction
     counters.compactions += 1
     if plan.mode == "fallback":
         counters.fallback_compactions += 1

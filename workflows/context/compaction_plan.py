@@ -16,7 +16,9 @@ from .checkpoint import CheckpointData
 from .items import Item, Lifecycle, Projection
 from .summary import SummaryData
 
-Mode = Literal["fallback", "explicit", "llm"]
+# fallback / explicit / llm: compactions; assembly: keeping the stable segment current
+# between them (assembly.py)
+Mode = Literal["fallback", "explicit", "llm", "assembly"]
 
 
 class Transition(BaseModel):
@@ -57,10 +59,11 @@ class CompactionPlan(BaseModel):
     passes_run: list[str] = Field(default_factory=list)
     reaches_target: bool
     fits_budget: bool
+    relayout: bool = False  # re-lay out even without a transition (a pinned item out of place)
 
     @property
     def is_empty(self) -> bool:
-        return not self.transitions and not self.generated
+        return not self.transitions and not self.generated and not self.relayout
 
 
 class Rejection(BaseModel):

@@ -21,8 +21,8 @@ from .budget import cost
 from .compaction_plan import CompactionPlan, Mode, Rejection
 from .draft import Draft
 from .items import Item, Kind, Lifecycle
-from .ledger import ContextState
-from .memory import MemoryDoc, memory_text, validate_memory
+from .ledger import ContextState, protected_groups
+from .memory import MemoryDoc, memory_text, normalized, validate_memory
 from .passes import archive_episodes, archive_groups
 from .text import estimate_tokens, text_hash
 
@@ -55,6 +55,7 @@ def _select(state: ContextState, mode: Mode) -> Draft:
     """A draft with every eligible group and completed episode archived."""
     draft = Draft(state, mode)
     terminal_groups = {i.group for i in state.items.values() if i.terminal and i.group is not None}
+    rules_2 = state.config.rules_version >= 2
 
     def terminal(item: Item) -> bool:
         return item.terminal or (item.group is not None and item.group in terminal_groups)
@@ -62,10 +63,14 @@ def _select(state: ContextState, mode: Mode) -> Draft:
     def current_task_or_terminal(item: Item) -> bool:
         return terminal(item) or (state.current_task is not None and item.task == state.current_task)
 
-    archive_episodes(draft, everything=True, protect=terminal)
-    # The explicit tool protects the current task (the spec's protected set); automatic
-    # condensation must reach into it, or a session with one long task never condenses.
-    archive_groups(draft, everything=True, protect=current_task_or_terminal if mode == "explicit" else terminal)
+    # The explicit tool protects the current task (the spec's protected set), its episodes
+    # included, and counts the newest four groups before it (rules 2); automatic
+    # condensation must reach into the task, or a session with one long task never condenses.
+    explicit = mode == "explicit"
+    if explicit and rules_2:
+        draft.protected_groups = protected_groups(state, state.config.protected_groups, before_current_task=True)
+    archive_episodes(draft, everything=True, protect=current_task_or_terminal if explicit and rules_2 else terminal)
+    archive_groups(draft, everything=True, protect=current_task_or_terminal if explicit else terminal)
     return draft
 
 
@@ -93,16 +98,19 @@ def plan_condense(
         return Rejection(status="rejected", reason=(
             f"condense_context is rejected while an episode is active ({', '.join(state.active_episodes)}); "
             "end it first"))
+    rules_2 = state.config.rules_version >= 2
+    doc = normalized(doc) if rules_2 else doc
     text = memory_text(doc)
     tokens = measured_memory_tokens if measured_memory_tokens is not None else estimate_tokens(text)
     known = set(observation_ids) if observation_ids is not None else known_observation_ids(state)
-    errors = validate_memory(doc, known, tokens, state.config.memory_max_tokens)
+    errors = validate_memory(doc, known, tokens, state.config.memory_max_tokens, bounded=rules_2)
     if errors:
         return Rejection(status="rejected", reason="; ".join(errors))
     draft = _select(state, mode)
     live = state.generated.get(Kind.MEMORY.value)
-    if not draft.changes and live is not None and live.text_hash == text_hash(text):
-        return Rejection(status="no-op", reason="nothing eligible to condense and the memory is unchanged")
+    if not draft.changes and (rules_2 or (live is not None and live.text_hash == text_hash(text))):
+        # the spec: a no-op leaves storage unchanged (rules 1 still wrote a changed memory)
+        return Rejection(status="no-op", reason="nothing eligible to condense: the context keeps what it has")
     draft.set_text(Kind.MEMORY.value, text)
     draft.passes.append(f"condense:{mode}")
     return draft.to_plan()

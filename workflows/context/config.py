@@ -14,6 +14,14 @@ class EngineConfig(BaseModel):
     llm_condensation: bool = False
     trigger_ratio: float = Field(default=0.8, gt=0, le=1)
     target_ratio: float = Field(default=0.6, gt=0, le=1)
+    # Which rules the engine follows: 1 for runs recorded before the budget guarantee (the
+    # workflows set it from a workflow.patched id), 2 since: requests planned to fit before a
+    # provider call, items bounded by a share of the budget, the memory contract's bounds,
+    # strict episodes, the spec's task-assembly, condensation and stable-segment rules.
+    rules_version: int = Field(default=2, ge=1, le=2)
+    # The most of the conversation budget one item may take in full (rules 2); a larger one
+    # enters bounded (head and tail, or a source reference), its exact text recallable.
+    max_item_share: float = Field(default=0.5, gt=0, le=1)
     # Once the fallback passes met the target, also reduce (pass 1 references, pass 2
     # archiving) what the compaction re-bills anyway: every request entry from its first
     # change on, which the prompt cache cannot serve (passes.sweep_rebilled, prefix.py).
@@ -56,7 +64,13 @@ class EngineConfig(BaseModel):
 
     @property
     def capability_ceiling(self) -> int:
-        """Admission ceiling for capability context (the old 8,000 only for unknown models)."""
+        """Admission ceiling for capability context: the usable input, or the old 8,000 when the
+        model is unknown, less the safety margin (rules 1 kept the 8,000 whole)."""
         if not self.model_known:
-            return self.unknown_model_ceiling
+            return self.unknown_model_ceiling - (self.capability_margin if self.rules_version >= 2 else 0)
         return max(0, self.usable_input - self.capability_margin)
+
+    @property
+    def max_item_tokens(self) -> int:
+        """The FULL cost above which an item enters bounded (rules 2)."""
+        return max(1, int(self.base_budget * self.max_item_share))

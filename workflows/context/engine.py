@@ -18,39 +18,39 @@ A model step, as the workflow drives it::
 
 from __future__ import annotations
 
+from .assembly import plan_assembly
 from .budget import budget, pressure, working_set_tokens
 from .capabilities import Admission, SkillStatus, admit_capability, admit_manual_skill
 from .classify import classify_command, classify_tool
-from .compaction import apply_plan, needs_compaction, plan_fallback
+from .compaction import apply_plan, needs_compaction, over_target, plan_fallback
 from .compaction_plan import ApplyResult, CompactionPlan, Rejection
 from .condense import CondensationSource, condensation_source, known_observation_ids, plan_condense
 from .config import EngineConfig
 from .content import ItemContent, ToolCall
 from .coverage import record_recall, require_observation, unread_ranges
-from .episodes import Episode, begin_episode, end_episode
+from .episodes import Episode, begin_episode, check_begin, check_end, end_episode
 from .errors import EngineError, EpisodeError, IncompleteCoverageError, TaskError
 from .fork import fork_prefix, prefix_tokens
 from .items import Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, SharedEntry, add_item, kind_problem, new_state
-from .memory import MemoryDoc, memory_text, parse_memory, validate_memory
+from .memory import MemoryDoc, memory_text, normalized, parse_memory, validate_memory
 from .observations import ObservationRef, observation_address, parse_observation_uri
 from .render import item_message, projection_text, render_messages
 from .report import ContextReport, build_report
-from .request_plan import OVERFLOW_LADDER, PlanEntry, RequestPlan, plan_request
+from .request_plan import OVERFLOW_LADDER, PlanEntry, RequestPlan, plan_fitting, plan_request
 from .tasks import TaskEnd, begin_task, end_step, end_task
 from .text import estimate_tokens
 
 __all__ = [
     "Admission", "ApplyResult", "CompactionPlan", "CondensationSource", "ContextReport", "ContextState",
     "EngineConfig", "EngineError", "Episode", "EpisodeError", "IncompleteCoverageError", "Item", "ItemContent",
-    "Kind", "Lifecycle", "MemoryDoc", "ObservationRef", "PlanEntry", "Projection", "Rejection", "RequestPlan",
-    "SharedEntry", "SkillStatus", "TaskEnd", "TaskError", "ToolCall", "ToolClass",
-    "add_item", "admit_capability", "admit_manual_skill", "apply_plan", "begin_episode", "begin_task",
-    "budget", "build_report", "classify_command", "classify_tool", "condensation_source", "end_episode",
-    "end_step", "end_task", "estimate_tokens", "fork_prefix", "item_message", "kind_problem", "known_observation_ids",
-    "memory_text",
-    "OVERFLOW_LADDER", "needs_compaction", "new_state", "observation_address", "parse_memory",
-    "parse_observation_uri", "plan_condense", "plan_fallback", "plan_request", "prefix_tokens", "pressure", "projection_text",
-    "record_recall", "render_messages", "require_observation", "unread_ranges", "validate_memory",
-    "working_set_tokens",
+    "Kind", "Lifecycle", "MemoryDoc", "OVERFLOW_LADDER", "ObservationRef", "PlanEntry", "Projection", "Rejection",
+    "RequestPlan", "SharedEntry", "SkillStatus", "TaskEnd", "TaskError", "ToolCall", "ToolClass", "add_item",
+    "admit_capability", "admit_manual_skill", "apply_plan", "begin_episode", "begin_task", "budget", "build_report",
+    "check_begin", "check_end", "classify_command", "classify_tool", "condensation_source", "end_episode",
+    "end_step", "end_task", "estimate_tokens", "fork_prefix", "item_message", "kind_problem",
+    "known_observation_ids", "memory_text", "needs_compaction", "new_state", "normalized", "observation_address",
+    "over_target", "parse_memory", "parse_observation_uri", "plan_assembly", "plan_condense", "plan_fallback",
+    "plan_fitting", "plan_request", "prefix_tokens", "pressure", "projection_text", "record_recall", "render_messages",
+    "require_observation", "unread_ranges", "validate_memory", "working_set_tokens",
 ]

@@ -54,27 +54,43 @@ class Episode(BaseModel):
 def begin_episode(
     state: ContextState, episode_id: str, kind: str, goal: str, depends_on: list[str] | tuple[str, ...] = ()
 ) -> Episode:
-    """Open an episode; items added from now on belong to it (the innermost open one)."""
-    episode_kind = _kind(kind)
-    if not episode_id.strip():
-        raise EpisodeError("episode id is empty")
-    if episode_id in state.episodes:
-        raise EpisodeError(f"episode {episode_id!r} already exists", conflict=True)
-    goal = goal.strip()
-    if not goal:
-        raise EpisodeError(f"episode {episode_id!r} needs a goal")
-    if len(goal) > MAX_GOAL_CHARS:
-        raise EpisodeError(f"goal of episode {episode_id!r} has {len(goal)} characters; at most {MAX_GOAL_CHARS}")
-    deps = list(depends_on)
-    _check_dependencies(state, episode_id, episode_kind, deps)
+    """Open an episode; items added from now on belong to it (the innermost open one; rules 2
+    allow one at a time)."""
+    episode_kind, goal = check_begin(state, episode_id, kind, goal, depends_on)
     episode = Episode(
-        id=episode_id, kind=episode_kind, goal=goal, depends_on=deps, task=state.current_task,
+        id=episode_id, kind=episode_kind, goal=goal, depends_on=list(depends_on), task=state.current_task,
         begun_after_seq=state.last_seq,
     )
     state.episodes[episode_id] = episode
     state.active_episodes.append(episode_id)
     state.generation += 1
     return episode
+
+
+def check_begin(
+    state: ContextState, episode_id: str, kind: str, goal: str, depends_on: list[str] | tuple[str, ...] = ()
+) -> tuple[EpisodeKind, str]:
+    """Raise EpisodeError when ``begin_episode`` would refuse (the state is not touched);
+    returns the kind and the goal it would record."""
+    episode_kind = _kind(kind)
+    if not episode_id.strip():
+        raise EpisodeError("episode id is empty")
+    if episode_id in state.episodes:
+        raise EpisodeError(f"episode {episode_id!r} already exists", conflict=True)
+    strict = state.config.rules_version >= 2
+    if strict and state.active_episodes:
+        raise EpisodeError(f"episode {state.active_episodes[-1]!r} is still active; end it before beginning "
+                           f"{episode_id!r} (episodes do not nest)", conflict=True)
+    if strict and episode_kind == EpisodeKind.EXPLORATION and depends_on:
+        raise EpisodeError(f"exploration {episode_id!r} cannot depend on other episodes; only an action names "
+                           "the explorations it depends on")
+    goal = goal.strip()
+    if not goal:
+        raise EpisodeError(f"episode {episode_id!r} needs a goal")
+    if len(goal) > MAX_GOAL_CHARS:
+        raise EpisodeError(f"goal of episode {episode_id!r} has {len(goal)} characters; at most {MAX_GOAL_CHARS}")
+    _check_dependencies(state, episode_id, episode_kind, list(depends_on))
+    return episode_kind, goal
 
 
 def _kind(kind: str) -> EpisodeKind:
@@ -110,6 +126,17 @@ def _check_dependencies(state: ContextState, episode_id: str, kind: EpisodeKind,
 
 def end_episode(state: ContextState, episode_id: str, conclusion: str | None = None) -> Episode:
     """Close an active episode; an exploration must state a concise conclusion."""
+    episode, text = check_end(state, episode_id, conclusion)
+    episode.status = EpisodeStatus.COMPLETED
+    episode.conclusion = text or None
+    state.active_episodes.remove(episode_id)
+    state.generation += 1
+    return episode
+
+
+def check_end(state: ContextState, episode_id: str, conclusion: str | None = None) -> tuple[Episode, str]:
+    """Raise EpisodeError when ``end_episode`` would refuse (the state is not touched);
+    returns the episode and the conclusion it would record."""
     episode = state.episodes.get(episode_id)
     if episode is None:
         raise EpisodeError(f"unknown episode {episode_id!r}")
@@ -118,15 +145,13 @@ def end_episode(state: ContextState, episode_id: str, conclusion: str | None = N
     text = (conclusion or "").strip()
     if episode.kind == EpisodeKind.EXPLORATION and not text:
         raise EpisodeError(f"exploration {episode_id!r} must end with a concise conclusion")
+    if episode.kind == EpisodeKind.ACTION and text and state.config.rules_version >= 2:
+        raise EpisodeError(f"action {episode_id!r} ends without a conclusion: conclusions belong to explorations")
     if len(text) > MAX_CONCLUSION_CHARS:
         raise EpisodeError(
             f"conclusion of {episode_id!r} has {len(text)} characters; keep it concise (at most {MAX_CONCLUSION_CHARS})"
         )
-    episode.status = EpisodeStatus.COMPLETED
-    episode.conclusion = text or None
-    state.active_episodes.remove(episode_id)
-    state.generation += 1
-    return episode
+    return episode, text
 
 
 def abandon_task_episodes(state: ContextState, task_id: str | None) -> list[str]:

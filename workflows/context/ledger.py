@@ -194,13 +194,27 @@ def _join_group(state: ContextState, item: Item) -> None:
 
 
 def _assign_entry_projection(state: ContextState, item: Item) -> None:
-    """Large content enters bounded and keeps that projection until a compaction (caching)."""
-    preview = state.config.effective_preview_chars
-    if item.size_chars <= preview or not item.observation_id:
-        return
+    """Large content enters bounded and keeps that projection until a compaction (caching).
+
+    Tool output longer than the preview enters as head and tail. Under rules 2, any item
+    but the system prompt whose full cost exceeds the item share of the budget
+    (``max_item_tokens``) enters bounded too: tool output and assistant messages as head and
+    tail (tool-call arguments bounded), user input and other texts as a source reference,
+    so that no single item can make a request overflow its budget. The exact text stays
+    recallable at the item's observation address (the activity that stored an oversized
+    item archived it there).
+    """
+    config = state.config
+    rules_2 = config.rules_version >= 2
+    oversized = rules_2 and item.kind != Kind.SYSTEM.value and item.cost(Projection.FULL) > config.max_item_tokens
     if is_tool_output(item):
-        item.projection, item.reason = Projection.COMPACT, f"{item.reason};entry:large-output-compact"
-    elif item.kind == Kind.USER.value:
+        if item.observation_id and (item.size_chars > config.effective_preview_chars or oversized):
+            item.projection, item.reason = Projection.COMPACT, f"{item.reason};entry:large-output-compact"
+    elif item.kind == Kind.ASSISTANT.value:
+        if oversized:
+            item.projection, item.reason = Projection.COMPACT, f"{item.reason};entry:oversized-answer-compact"
+    elif item.observation_id and (
+            oversized if rules_2 else item.kind == Kind.USER.value and item.size_chars > config.effective_preview_chars):
         item.projection, item.reason = Projection.REFERENCE, f"{item.reason};entry:oversized-input-reference"
         if state.task_exhaustive:
             require_observation(state, item.observation_id, item.size_chars)
@@ -211,12 +225,15 @@ def lane_items(state: ContextState) -> list[Item]:
     return [i for i in state.items.values() if i.kind not in GENERATED_KINDS and i.kind != Kind.CAPABILITY.value]
 
 
-def protected_groups(state: ContextState, count: int) -> set[int]:
-    """Seqs of the ``count`` newest exchange groups the request still shows.
+def protected_groups(state: ContextState, count: int, before_current_task: bool = False) -> set[int]:
+    """Seqs of the ``count`` newest exchange groups the request still shows (with
+    ``before_current_task``: the newest ``count`` of earlier tasks, and every group of the
+    current one).
 
     Groups whose items were all omitted at a task end do not count: they are no longer
     part of the conversation the model sees, so they must not use up the window."""
-    groups = sorted({i.group for i in state.items.values()
-                     if i.group is not None and i.projection != Projection.OMITTED}, reverse=True)
-    return set(groups[:count])
+    shown = [(i.group, i.task) for i in state.items.values() if i.group is not None and i.projection != Projection.OMITTED]
+    current = {g for g, task in shown if before_current_task and task is not None and task == state.current_task}
+    earlier = sorted({g for g, _ in shown} - current, reverse=True)
+    return current | set(earlier[:count])
 

@@ -24,10 +24,14 @@ SECTIONS = (
     ("open_questions", "Open questions"),
     ("references", "References"),
 )
-# Bounds of one section: the 2,000-token total bounds a valid memory far below these; they
-# keep a bad document from becoming a large payload before it is measured.
+# Schema bounds of one section: they keep a bad document from becoming a large payload
+# before it is measured (the 2,000-token total bounds a valid memory far below them).
 MAX_ENTRIES = 100
 MAX_ENTRY_CHARS = 8_000
+# The memory contract (EngineConfig.rules_version >= 2): at most this many entries per
+# section and characters per entry, after trimming and dropping empty and repeated entries.
+SECTION_ENTRIES = 20
+ENTRY_CHARS = 1_000
 Entries = Annotated[list[Annotated[str, StringConstraints(max_length=MAX_ENTRY_CHARS)]], Field(max_length=MAX_ENTRIES)]
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _BARE_SCHEMES = re.compile(r"^(file|data|javascript|mailto|about|blob|ftp|ssh|git):", re.IGNORECASE)
@@ -74,6 +78,29 @@ def parse_memory(raw: str | dict) -> tuple[MemoryDoc | None, list[str]]:
         return None, [f"{'.'.join(map(str, e['loc'])) or 'memory'}: {e['msg']}" for e in error.errors()]
 
 
+def normalized(doc: MemoryDoc) -> MemoryDoc:
+    """Entries trimmed, empty ones dropped, and of repeated entries the newest (last) kept."""
+    sections = {}
+    for field, _ in SECTIONS:
+        trimmed = [e.strip() for e in getattr(doc, field)]
+        newest = {entry: index for index, entry in enumerate(trimmed) if entry}
+        sections[field] = [entry for index, entry in enumerate(trimmed) if entry and newest[entry] == index]
+    return MemoryDoc(**sections)
+
+
+def bound_errors(doc: MemoryDoc) -> list[str]:
+    """Where a (normalized) document exceeds the per-section bounds of the memory contract."""
+    errors = []
+    for field, _ in SECTIONS:
+        entries = getattr(doc, field)
+        if len(entries) > SECTION_ENTRIES:
+            errors.append(f"{field}: {len(entries)} entries; at most {SECTION_ENTRIES}")
+        long = [e for e in entries if len(e) > ENTRY_CHARS]
+        if long:
+            errors.append(f"{field}: an entry of {len(long[0])} characters; at most {ENTRY_CHARS}")
+    return errors
+
+
 def check_reference(reference: str, known_observation_ids: Iterable[str] | set[str]) -> str | None:
     """None when ``reference`` is a known observation address or a workspace-relative path."""
     ref = reference.strip()
@@ -97,11 +124,13 @@ def check_reference(reference: str, known_observation_ids: Iterable[str] | set[s
 
 
 def validate_memory(
-    doc: MemoryDoc, known_observation_ids: Iterable[str], estimated_tokens: int, max_tokens: int = 2000
+    doc: MemoryDoc, known_observation_ids: Iterable[str], estimated_tokens: int, max_tokens: int = 2000,
+    bounded: bool = True,
 ) -> list[str]:
-    """Everything wrong with ``doc`` (empty list: valid)."""
+    """Everything wrong with ``doc`` (empty list: valid); ``bounded``: the per-section bounds
+    apply too (pass the ``normalized`` document)."""
     known = set(known_observation_ids)
-    errors = []
+    errors = bound_errors(doc) if bounded else []
     if not any(e.strip() for field, _ in SECTIONS for e in getattr(doc, field)):
         errors.append("memory records nothing")
     if estimated_tokens > max_tokens:

@@ -213,10 +213,29 @@ def archive_groups(draft: Draft, everything: bool = False, protect: Protect = _n
             draft.archive(item, reason)
 
 
+def kept_user_messages(draft: Draft) -> set[str]:
+    """The user messages pass 3 and task assembly keep verbatim: the current submission (the
+    newest) and the two most recent before it (rules 1 counted the current one among the two)."""
+    users = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED]
+    kept = KEPT_RECENT_USER_MESSAGES + (1 if draft.config.rules_version >= 2 else 0)
+    return {i.id for i in users[-kept:]}
+
+
+def roll_old_submissions(draft: Draft) -> None:
+    """Task assembly: the user messages of earlier tasks older than the two most recent roll
+    into the rolling summary, whatever the pressure (the current task's stay: its replies
+    to the agent are part of the work in progress)."""
+    current = draft.state.current_task
+    earlier = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED
+               and (current is None or i.task != current)]
+    for item in earlier[:-KEPT_RECENT_USER_MESSAGES]:
+        if not draft.archived(item) and item.episode not in draft.active_episodes:
+            draft.roll_into_summary(item)
+
+
 def roll_pinned_into_summary(draft: Draft) -> None:
     """Pass 3: pinned user messages and notes roll oldest-first into the rolling summary."""
-    users = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED]
-    kept = {i.id for i in users[-KEPT_RECENT_USER_MESSAGES:]}
+    kept = kept_user_messages(draft)
     for item in draft.lane:
         if _met(draft):
             return

@@ -61,12 +61,16 @@ def _head_tail(text: str, preview_chars: int, obs_id: str | None) -> str:
 
 
 def _source_reference(text: str, address: str, preview_chars: int) -> str:
-    """Oversized user input: a bounded, authoritative pointer to the exact stored text."""
-    head = text[: min(SOURCE_HEAD_MAX, preview_chars // 2)]
+    """Oversized input: a bounded, authoritative pointer to the exact stored text, with its
+    beginning and its end."""
+    shown = min(SOURCE_HEAD_MAX, preview_chars // 2)
+    head_n = shown - shown // 4
+    tail_n = min(shown // 4, max(0, len(text) - head_n))
+    head, tail = text[:head_n], text[len(text) - tail_n:] if tail_n else ""
     return (
         f"Authoritative source: {address} ({len(text)} characters, stored exactly; only the "
-        f"beginning is shown).\nBefore relying on any other part, {RECALL_HINT}, e.g. "
-        f"{address}?offset={len(head)}&limit=16000\nBeginning:\n{head}"
+        f"beginning and the end are shown).\nBefore relying on any other part, {RECALL_HINT}, e.g. "
+        f"{address}?offset={len(head)}&limit=16000\nBeginning:\n{head}\nEnd (from offset {len(text) - tail_n}):\n{tail}"
     )
 
 

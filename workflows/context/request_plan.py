@@ -97,6 +97,18 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
     return plan
 
 
+def plan_fitting(state: ContextState, start: int = 0) -> list[RequestPlan]:
+    """The plans of the overflow ladder from rung ``start`` down to the first that fits the
+    budget, in order (the last one does not fit when no rung does): what a session plans
+    before a provider call, so that nothing over budget is ever sent."""
+    plans = []
+    for ladder in OVERFLOW_LADDER[start:]:
+        plans.append(plan_request(state, ladder))
+        if plans[-1].fits:
+            break
+    return plans
+
+
 def _laddered(item: Item, ladder: Projection, newest: int | None) -> Projection:
     """The projection of ``item`` on the overflow ladder (never a larger one than it has)."""
     current = item.projection
