@@ -176,13 +176,13 @@ class LanesPolicy(Policy):
         if assembly is not None:
             seconds, _ = self._apply(assembly, seconds, started)
             started = time.perf_counter()
-        if state.config.rules_version >= 2:  # as Lane.plan_within_budget: down the ladder before sending
-            request = engine.plan_fitting(state)[-1]
-        else:
-            request = engine.plan_request(state)
+        rules_2 = state.config.rules_version >= 2
+        # as Lane.plan_within_budget: down the ladder before sending; rules 1 sent the full rung
+        request = engine.plan_fitting(state)[-1] if rules_2 else engine.plan_request(state)
         messages = render_messages(request.pairs, state.items, self.contents, self.preview_chars)
         seconds += time.perf_counter() - started
-        return Planned(messages, seconds, compacted, frozenset(self._lost(request.entries)), fits=request.fits)
+        return Planned(messages, seconds, compacted, frozenset(self._lost(request.entries)),
+                       fits=request.fits or not rules_2)
 
     def _apply(self, plan: engine.CompactionPlan, seconds: float, started: float) -> tuple[float, bool]:
         """Apply ``plan`` (generated text measured with tiktoken, not timed as planning)."""

@@ -14,21 +14,30 @@ from __future__ import annotations
 
 from .compaction_plan import CompactionPlan
 from .draft import Draft
+from .episodes import markers_text
 from .items import Item, Kind
 from .layout import segment
 from .ledger import ContextState
-from .passes import roll_old_submissions
+from .passes import old_submissions, roll_old_submissions
+from .text import text_hash
 
 
 def plan_assembly(state: ContextState) -> CompactionPlan | None:
-    """What keeps the stable segment current, or None when it already is (or under rules 1)."""
+    """What keeps the stable segment current, or None when it already is (or under rules 1).
+
+    Checked before every request, so the common case (nothing changed) is decided without
+    building a draft."""
     if state.config.rules_version < 2:
         return None
-    draft = Draft(state, "assembly")  # regenerates the episode markers when they changed
-    roll_old_submissions(draft)
+    markers = markers_text(state)
+    live = state.generated.get(Kind.EPISODES.value)
+    markers_changed = (live.text_hash if live else None) != (text_hash(markers) if markers else None)
     misplaced = any(_belongs_to_stable_segment(state.items[item_id]) for item_id in state.order[state.laid_out_len:])
-    if not draft.changes and not draft.new_texts and not misplaced:
+    rolled = old_submissions(state)
+    if not (markers_changed or misplaced or rolled):
         return None
+    draft = Draft(state, "assembly")  # regenerates the episode markers when they changed
+    roll_old_submissions(draft, rolled)
     draft.passes.append("assembly")
     plan = draft.to_plan()
     plan.relayout = True

@@ -26,7 +26,7 @@ from .checkpoint import EpisodeNote
 from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
 from .items import Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
-from .ledger import protected_groups
+from .ledger import ContextState, protected_groups
 from .prefix import rebilled
 
 # Eviction priority: writes first (their effect is in the repository), runs and errors last.
@@ -221,15 +221,21 @@ def kept_user_messages(draft: Draft) -> set[str]:
     return {i.id for i in users[-kept:]}
 
 
-def roll_old_submissions(draft: Draft) -> None:
-    """Task assembly: the user messages of earlier tasks older than the two most recent roll
-    into the rolling summary, whatever the pressure (the current task's stay: its replies
-    to the agent are part of the work in progress)."""
-    current = draft.state.current_task
-    earlier = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED
+def old_submissions(state: ContextState) -> list[Item]:
+    """What task assembly rolls into the rolling summary: the user messages of earlier tasks
+    older than the two most recent (the current task's stay: its replies to the agent are
+    part of the work in progress)."""
+    current = state.current_task
+    active = set(state.active_episodes)
+    earlier = [i for i in state.items.values() if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED
                and (current is None or i.task != current)]
-    for item in earlier[:-KEPT_RECENT_USER_MESSAGES]:
-        if not draft.archived(item) and item.episode not in draft.active_episodes:
+    return [i for i in earlier[:-KEPT_RECENT_USER_MESSAGES] if i.episode not in active]
+
+
+def roll_old_submissions(draft: Draft, items: list[Item]) -> None:
+    """Task assembly: ``items`` (``old_submissions``) roll into the rolling summary, whatever the pressure."""
+    for item in items:
+        if not draft.archived(item):
             draft.roll_into_summary(item)
 
 
