@@ -91,8 +91,9 @@ class CondensationInput(BaseModel):
     timeout_seconds: float = Field(120.0, gt=0)  # one HTTP call
     max_retry_delay_seconds: float = Field(60.0, ge=0)  # a longer Retry-After is not waited for
     json_mode: bool = True  # send response_format={"type": "json_object"}
-    # the memory contract's per-section bounds, on the normalized document (engine rules 2)
-    memory_contract: bool = True
+    # the memory contract's per-section bounds, on the normalized document (engine rules 2;
+    # inputs scheduled by older code lack it: rules 1)
+    memory_contract: bool = False
 
 
 class CondensationOutcome(BaseModel):

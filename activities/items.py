@@ -8,6 +8,9 @@ idempotent, so a retried activity stores nothing twice and reports the same meta
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from pydantic import BaseModel, Field
 from temporalio import activity
 
@@ -152,13 +155,29 @@ def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: st
     return finish_item(item.model_copy(update={"observation_id": observation_id}), content, preview_chars, model)
 
 
+def archived_text(content: ItemContent) -> str:
+    """What an oversized item's observation holds: its text, then its tool calls (their
+    arguments may be what made it oversized). Offsets into the text are offsets into the
+    observation, so a head-and-tail rendering's recall hint stays exact."""
+    if not content.tool_calls:
+        return content.text
+    calls = json.dumps([c.model_dump() for c in content.tool_calls], ensure_ascii=False)
+    return f"{content.text}\n\n[tool calls]\n{calls}"
+
+
 async def archive_if_oversized(store: Store, session_id: str, item: Item, content: ItemContent, preview_chars: int,
                                model: str | None, bound_above_tokens: int | None,
-                               observation_id: str | None) -> Item:
-    """``bounded_item``, with the text archived at the address it was given. Idempotent."""
+                               observation_id: str | None, content_addressed: bool = False) -> Item:
+    """``bounded_item``, with its ``archived_text`` stored at the address it was given.
+    Idempotent. ``content_addressed``: the address ends with a digest of the text, for
+    content a retry may produce differently (a model's answer), so that an item never
+    points at another attempt's text."""
+    text = archived_text(content)
+    if content_addressed and observation_id is not None:
+        observation_id = f"{observation_id}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
     measured = bounded_item(item, content, preview_chars, model, bound_above_tokens, observation_id)
     if measured.observation_id is not None and item.observation_id is None:
-        await store.put_observation(session_id, measured.observation_id, item.id, content.text)
+        await store.put_observation(session_id, measured.observation_id, item.id, text)
     return measured
 
 

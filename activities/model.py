@@ -177,7 +177,7 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
         tool_call_ids=[c.id for c in content.tool_calls],
     )
     item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
-                                      inp.bound_above_tokens, inp.observation_id)
+                                      inp.bound_above_tokens, inp.observation_id, content_addressed=True)
     item = await store_item(store, inp.session_id, inp.lane, item, content)
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)

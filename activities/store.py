@@ -234,7 +234,11 @@ def _is_connection_error(exc: BaseException) -> bool:
                         asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
                         asyncpg.TooManyConnectionsError, ConnectionError, OSError)):
         return not isinstance(exc, asyncpg.ConnectionRejectionError)  # e.g. bad password
-    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+    # a connection the server dropped mid-operation can be left in a protocol state asyncpg
+    # refuses to leave ("cannot switch to state 15; another operation is in progress")
+    if isinstance(exc, asyncpg.exceptions.InternalClientError):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and ("closed" in str(exc) or "in progress" in str(exc))
 
 
 def _where(dsn: str) -> str:

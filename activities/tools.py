@@ -57,6 +57,9 @@ class ToolRunInput(BaseModel):
     output: str | None = None  # set: the workflow already ran the tool; store this as its result
     exit_code: int = 0
     network: bool = False  # the session lets bash reach the network
+    # the most a recall_observation result may hold, header included (engine rules 2: the
+    # preview, so that it enters whole); None: as asked (runs of rules 1)
+    recall_max_chars: int | None = None
 
 
 class ToolRunResult(BaseModel):
@@ -94,7 +97,7 @@ async def _execute(inp: ToolRunInput, runtime: Runtime, arguments: str) -> tuple
     if inp.output is not None:  # the workflow ran it (condense_context...): store its answer
         return ToolOutput(inp.output, inp.exit_code), "tool", None
     if inp.tool_name == RECALL_TOOL:
-        output, mark = await recall(store, inp.session_id, arguments, inp.preview_chars)
+        output, mark = await recall(store, inp.session_id, arguments, inp.recall_max_chars)
         return output, "tool", mark
     if inp.replay is not None:
         output, role = _replayed(inp)
@@ -127,7 +130,7 @@ async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
         item, content = done
         mark = None
         if inp.tool_name == RECALL_TOOL:
-            _, mark = await recall(store, inp.session_id, await _arguments(store, inp), inp.preview_chars)
+            _, mark = await recall(store, inp.session_id, await _arguments(store, inp), inp.recall_max_chars)
         return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
     arguments = await _arguments(store, inp)

@@ -224,6 +224,7 @@ class AgentLoop:
                 output=None if output is None else output[0],
                 exit_code=0 if output is None else output[1],
                 network=s.tool_network,
+                recall_max_chars=lane.preview_chars if lane.rules_2 else None,
             ),
             s.give_up,
         )

@@ -175,12 +175,16 @@ class SessionWorkflow:
             with engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
                 users = sum(1 for item in request.items if item.kind == Kind.USER.value)
                 if lane.rules_2:
-                    # stored first: input the activity refuses (a content_ref that is not stored)
-                    # fails the update with the session as it was
-                    task_id = ids.task_id(self.next_task + users - 1) if users else lane.state.current_task
-                    stored = await lane.store_external(request.items, task_id)
-                    for _ in range(users):
-                        await self._begin_external_task()
+                    # Repairs first (they may add items: the lane's seqs stay in order), then the
+                    # items are stored, and only then does the task change: input the activity
+                    # refuses (a content_ref that is not stored) fails with the context as it was.
+                    if users:
+                        await self._recover(lane, ongoing=self.external_task)
+                    task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await
+                    stored = await lane.store_external(request.items, task_ids[-1] if task_ids
+                                                       else lane.state.current_task)
+                    for task_id in task_ids:
+                        self._switch_external_task(task_id)
                     added = [engine.add_item(lane.state, item) for item in stored]
                 else:
                     for _ in range(users):
@@ -408,12 +412,24 @@ class SessionWorkflow:
         self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
         engine.begin_task(state, self.external_task)
 
-    async def _recover(self, lane: Lane) -> None:
+    def _switch_external_task(self, task_id: str) -> None:
+        """End the running external task and begin ``task_id`` (engine state only: repairs ran before)."""
+        state = self._lane().state
+        if self.external_task is not None and state.current_task == self.external_task:
+            engine.end_task(state, self.external_task)
+            self.tasks[self.external_task].state = "completed"
+        self.external_task = task_id
+        self.tasks[task_id] = TaskStatus(task_id=task_id, state="running")
+        engine.begin_task(state, task_id)
+
+    async def _recover(self, lane: Lane, ongoing: str | None = None) -> None:
         """Before admitting a task: repair stale lane ownership (a task that still owns the
         lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
         open episodes; reconcile subagent lanes recorded as running with reality; and log
-        ``context.recovery.completed`` with the repair counts when anything was repaired."""
-        stale = lane.state.current_task
+        ``context.recovery.completed`` with the repair counts when anything was repaired.
+        ``ongoing``: a task that owns the lane legitimately (the external task a new user
+        message is about to end) and is not repaired."""
+        stale = lane.state.current_task if lane.state.current_task != ongoing else None
         closed: list[str] = []
         if stale is not None:
             closed = engine.end_task(lane.state, stale, abandoned=True).abandoned_episodes

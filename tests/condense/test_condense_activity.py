@@ -7,6 +7,7 @@ events, checkpoints, request plans) is byte for byte what it was before.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -22,6 +23,7 @@ from activities.condense import (
     CONDENSER_UNAVAILABLE,
     CondensationInput,
     CondensationOutcome,
+    check_answer,
     condense_with_llm,
     measure_memory,
 )
@@ -300,3 +302,14 @@ def test_payloads_round_trip_through_the_data_converter():
     [back_out] = converter.from_payloads(converter.to_payloads([out]), [CondensationOutcome])
     assert back_in == inp and back_out == out
     assert inp.reserve_tokens == 4096 and inp.max_memory_tokens == 2000 and inp.lane == "main"
+
+
+def test_the_memory_contract_applies_to_condenser_answers_when_the_session_asks():
+    answer = json.dumps({"completed_work": ["  fixed it ", "fixed it"], "open_questions": [f"q{n}" for n in range(21)]})
+    doc, _, _, errors = check_answer(answer, set(), 2_000, memory_contract=True)
+    assert doc is None and "open_questions: 21 entries; at most 20" in errors
+    doc, _, _, errors = check_answer(answer, set(), 2_000, memory_contract=False)  # runs of engine rules 1
+    assert doc is not None and errors == []
+    trimmed = json.dumps({"completed_work": ["  fixed it ", "fixed it"]})
+    doc, text, _, _ = check_answer(trimmed, set(), 2_000, memory_contract=True)
+    assert doc is not None and doc.completed_work == ["fixed it"] and text.count("fixed it") == 1

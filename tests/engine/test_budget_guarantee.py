@@ -230,3 +230,13 @@ def test_when_no_rung_fits_every_rung_is_returned_with_the_reason():
     plans = E.plan_fitting(sim.state)
     assert [p.ladder for p in plans] == list(E.OVERFLOW_LADDER)
     assert not any(p.fits for p in plans) and "protected items alone need" in plans[-1].reason
+
+
+def test_many_large_tool_calls_share_the_preview_when_bounded():
+    sim = Sim(budget_override=8_000)
+    sim.system()
+    sim.user("write all the files")
+    calls = [("write_file", '{"path": "f%d.py", "content": "%s"}' % (n, big(5_000, str(n)))) for n in range(30)]
+    answer = sim.assistant("", calls, observation_id="obs-many")
+    assert answer.projection == Projection.COMPACT
+    assert answer.cost() <= sim.state.config.max_item_tokens

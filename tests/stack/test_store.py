@@ -285,3 +285,16 @@ async def test_reconnects_after_connections_are_dropped(database_url: str) -> No
 async def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreUnavailable, match="unreachable"):
         await Store.open("postgresql://postgres:pw@127.0.0.1:1/nothing")
+
+
+@pytest.mark.parametrize("error, is_outage", [
+    (asyncpg.exceptions.InternalClientError("cannot switch to state 15; another operation (2) is in progress"), True),
+    (asyncpg.InterfaceError("connection is closed"), True),
+    (ConnectionResetError("reset by peer"), True),
+    (asyncpg.UniqueViolationError("duplicate key"), False),
+    (ValueError("a bug"), False),
+])
+def test_a_connection_the_server_dropped_counts_as_an_outage(error, is_outage) -> None:
+    # seen when the postmaster is killed mid-query: the connection is left mid-operation
+    from activities.store import _is_connection_error
+    assert _is_connection_error(error) is is_outage

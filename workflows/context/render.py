@@ -18,6 +18,7 @@ from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
 RECALL_HINT = "recall exact ranges with recall_observation(address, offset, limit)"
 # Longest tool-call argument string kept verbatim per projection of an assistant message.
 _ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120}
+_MIN_ARGUMENT_SHARE = 200
 
 
 def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int) -> str:
@@ -117,7 +118,10 @@ def item_message(
         calls = content.tool_calls if keep_calls is None else keep_calls
         if not calls:
             return {"role": "assistant", "content": text} if text else None
-        tool_calls = [_tool_call_dict(c, projection, preview_chars) for c in calls]
+        # under COMPACT the arguments of all the calls share the preview (a runaway answer may
+        # make many calls); the share counts every call, so a subset never renders larger
+        share = preview_chars // max(1, len(content.tool_calls))
+        tool_calls = [_tool_call_dict(c, projection, max(share, _MIN_ARGUMENT_SHARE)) for c in calls]
         return {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
     if item.role == "tool":
         call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
