@@ -6,6 +6,8 @@ Each test names the behaviour measured on the engine before rules 2 that it pins
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.engine.sim import Sim, big
@@ -236,7 +238,7 @@ def test_many_large_tool_calls_share_the_preview_when_bounded():
     sim = Sim(budget_override=8_000)
     sim.system()
     sim.user("write all the files")
-    calls = [("write_file", '{"path": "f%d.py", "content": "%s"}' % (n, big(5_000, str(n)))) for n in range(30)]
+    calls = [("write_file", json.dumps({"path": f"f{n}.py", "content": big(5_000, str(n))})) for n in range(30)]
     answer = sim.assistant("", calls, observation_id="obs-many")
     assert answer.projection == Projection.COMPACT
     assert answer.cost() <= sim.state.config.max_item_tokens
