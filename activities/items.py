@@ -204,17 +204,21 @@ def item_event(item: Item, lane: str) -> EventRow:
 
 
 async def store_item(store: Store, session_id: str, lane: str, item: Item, content: ItemContent) -> Item:
-    """Write content, metadata and the event; a retried write is a no-op.
+    """Write content, metadata and the event; a retried write is a no-op (see store_items)."""
+    return (await store_items(store, session_id, lane, [(item, content)]))[0]
+
+
+async def store_items(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]]) -> list[Item]:
+    """Write the items' content and metadata, then their events, in one statement each.
 
     Both writes are always attempted (each is idempotent) so that an attempt killed
-    between them is completed by the retry. When the row already existed, the stored
-    metadata wins, so every attempt reports the same item.
+    between them is completed by the retry. Where a row already existed, the stored
+    metadata wins, so every attempt reports the same items.
     """
-    await store.put_items(session_id, [item_row(item, content, lane)])
-    await store.append_events(session_id, [item_event(item, lane)])
-    stored = await load_item(store, session_id, item.id)
-    assert stored is not None
-    return stored[0]
+    await store.put_items(session_id, [item_row(item, content, lane) for item, content in pairs])
+    await store.append_events(session_id, [item_event(item, lane) for item, _ in pairs])
+    rows = await store.get_items(session_id, [item.id for item, _ in pairs])
+    return [Item.model_validate(rows[item.id].content["meta"]) for item, _ in pairs]
 
 
 async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:
@@ -313,7 +317,7 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
     obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
                                       for n in range(count)]
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
-    stored: list[Item] = []
+    measured: list[tuple[Item, ItemContent]] = []
     texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
     for offset, ext in enumerate(inp.items):
         seq = inp.first_seq + offset
@@ -340,8 +344,8 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
             })
         item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
                                           inp.bound_above_tokens, ext.content_ref or obs_ids[offset])
-        stored.append(await store_item(store, inp.session_id, inp.lane, item, content))
-    return stored
+        measured.append((item, content))
+    return await store_items(store, inp.session_id, inp.lane, measured)
 
 
 async def _external_text(store: Store, session_id: str, ext: ExternalItem) -> str | None:

@@ -38,6 +38,8 @@ from lanes_client.schemas import (
     SessionCreated,
     SessionInfo,
     SessionList,
+    StepOut,
+    StoredItemPage,
     ToolCallIn,
 )
 from workflows.context.report import ContextReport
@@ -172,6 +174,21 @@ class LanesClient:
 
     async def next_request(self, session_id: str) -> PreparedRequestOut:
         return await self._call("GET", f"/v1/sessions/{session_id}/request", PreparedRequestOut)
+
+    async def step(self, session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
+                   step_id: str | None = None) -> StepOut:
+        """One round trip per agent step: append ``items``, get the next request."""
+        body: dict[str, Any] = {"items": [i.model_dump(exclude_none=True) if isinstance(i, ItemIn) else dict(i)
+                                          for i in items]}
+        if step_id is not None:
+            body["step_id"] = step_id
+        return await self._call("POST", f"/v1/sessions/{session_id}/steps", StepOut, json_body=body)
+
+    async def list_items(self, session_id: str, *, lane: str = "main", after_seq: int = -1,
+                         limit: int = 100) -> StoredItemPage:
+        """One page of the raw stored history (``next_after_seq`` continues it)."""
+        return await self._call("GET", f"/v1/sessions/{session_id}/items", StoredItemPage,
+                                params={"lane": lane, "after_seq": after_seq, "limit": limit})
 
     async def begin_episode(self, session_id: str, episode_id: str, kind: str, goal: str,
                             depends_on: list[str] | None = None) -> EpisodeAck:

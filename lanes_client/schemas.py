@@ -68,6 +68,8 @@ class SessionCreate(Strict):
     tools: ToolsMode | None = Field(None, description="tools mode: workspace tools, recall only, or none")
     system_prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS)
     max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
+    updates_per_run: int | None = Field(None, ge=10, le=1_500, description="calls a workflow run takes before it "
+                                        "continues as new (default 500; transparent to clients)")
     compaction: CompactionIn | None = None
     subagents: SubagentsIn | None = None
     replay: ReplayIn | None = None
@@ -167,6 +169,37 @@ class AppendItemsOut(BaseModel):
     session_id: str
     item_ids: list[str]
     stored_observations: list[str] = Field(default_factory=list)  # large texts stored by reference
+    repeated: bool = False  # the Idempotency-Key was seen: nothing was appended again
+
+
+class StepIn(Strict):
+    """One agent step in one call: the items since the last request (may be none), then the
+    next request. ``step_id`` makes a retry safe: the same id and body answer the same items."""
+
+    step_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
+    items: list[ItemIn] = Field(default_factory=list, max_length=100)
+
+
+class StoredItemOut(BaseModel):
+    """One stored item of the raw history (what was appended or generated, whatever the
+    working set holds now)."""
+
+    item_id: str
+    seq: int
+    lane: str
+    kind: str
+    role: str
+    task_id: str | None = None
+    text: str
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    observation_id: str | None = None
+
+
+class StoredItemPage(BaseModel):
+    session_id: str
+    items: list[StoredItemOut]
+    next_after_seq: int | None = None  # pass as after_seq for the next page; None: no more
 
 
 class EpisodeBeginIn(Strict):
@@ -220,6 +253,14 @@ class PreparedRequestOut(BaseModel):
     stable_prefix_messages: int  # leading messages byte-identical until the next compaction
     stable_prefix_tokens: int
     entries: list[PlanEntryOut]
+
+
+class StepOut(BaseModel):
+    session_id: str
+    item_ids: list[str]
+    stored_observations: list[str] = Field(default_factory=list)
+    repeated: bool = False  # the step id was seen: nothing was appended again
+    request: PreparedRequestOut
 
 
 # --- reads -------------------------------------------------------------------------------

@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
-from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from recordings import Trajectory
@@ -25,9 +28,34 @@ from workflows.contract import (
     SubmitRequest,
     SubmitResult,
 )
+from workflows.rejections import HANDING_OVER
 from workflows.session import SessionWorkflow
 
+T = TypeVar("T")
+HANDOVER_RETRY_SECONDS = 30.0  # a hand-over takes one checkpoint write: well under a second
+
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def is_handing_over(error: BaseException) -> bool:
+    """A call refused because the session is continuing as new: the same call succeeds shortly."""
+    cause = error.cause if isinstance(error, WorkflowUpdateFailedError) else None
+    return isinstance(cause, ApplicationError) and cause.type == HANDING_OVER
+
+
+async def through_handover(call: Callable[[], Awaitable[T]], give_up_seconds: float = HANDOVER_RETRY_SECONDS) -> T:
+    """``call()`` (an update), retried while the session hands over to its next run."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + give_up_seconds
+    delay = 0.02
+    while True:
+        try:
+            return await call()
+        except WorkflowUpdateFailedError as error:
+            if not is_handing_over(error) or loop.time() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
 
 
 def new_session_id(prefix: str = "ses") -> str:

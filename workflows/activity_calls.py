@@ -84,10 +84,13 @@ async def store_text(inp: items.StoreTextInput) -> Item:
         summary=f"{inp.kind} text {inp.item_id}")
 
 
-async def ingest_items(inp: items.IngestItemsInput) -> list[Item]:
+async def ingest_items(inp: items.IngestItemsInput, local: bool = False) -> list[Item]:
+    summary = f"{len(inp.items)} external items from seq {inp.first_seq}"
+    if local:  # the one-call step: stored within the workflow task that takes it (no task round trip)
+        return await workflow.execute_local_activity(
+            items.ingest_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=summary)
     return await workflow.execute_activity(
-        items.ingest_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
-        summary=f"{len(inp.items)} external items from seq {inp.first_seq}")
+        items.ingest_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=summary)
 
 
 async def measure_texts(model_name: str, texts: dict[str, str]) -> dict[str, int]:

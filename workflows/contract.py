@@ -83,8 +83,11 @@ class SessionConfig(BaseModel):
     max_output_tokens: int = 4_096
     budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
     max_turns_per_task: int = 400
-    # A run continues as new after this many model turns, or earlier when Temporal suggests it.
+    # A run continues as new after this many model turns or this many updates (an external
+    # agent's calls; Temporal refuses more than 2,000 per run), or earlier when its history
+    # grows large or Temporal suggests it.
     turns_per_run: int = 250
+    updates_per_run: int = Field(500, ge=10, le=1_500)
     system_prompt: str = "You are a careful software engineering agent."
     replay: ReplaySpec | None = None
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
@@ -184,10 +187,15 @@ class ExternalItem(BaseModel):
 
 class AppendItemsRequest(BaseModel):
     items: list[ExternalItem] = Field(min_length=1, max_length=100)
+    # Idempotency: the same key with the same digest answers the first call's result (across
+    # continue-as-new too); with another digest it is refused. No digest: one of the items.
+    key: str | None = Field(default=None, min_length=1, max_length=200)
+    digest: str | None = Field(default=None, max_length=128)
 
 
 class AppendItemsResult(BaseModel):
     item_ids: list[str]
+    repeated: bool = False  # the key was seen: nothing was appended again
 
 
 class PreparedRequest(BaseModel):
@@ -202,6 +210,21 @@ class PreparedRequest(BaseModel):
     preview_chars: int
     model: str
     tools: list[str]
+
+
+class StepRequest(BaseModel):
+    """One step of an external agent in one call: the items since its last request, then
+    the next request. ``step_id`` makes it idempotent (like ``AppendItemsRequest.key``)."""
+
+    items: list[ExternalItem] = Field(default_factory=list, max_length=100)
+    step_id: str | None = Field(default=None, min_length=1, max_length=200)
+    digest: str | None = Field(default=None, max_length=128)
+
+
+class StepResult(BaseModel):
+    item_ids: list[str]
+    request: PreparedRequest
+    repeated: bool = False  # the step id was seen: nothing was appended again
 
 
 class EpisodeBegin(BaseModel):

@@ -113,9 +113,9 @@ class Lane:
         stored = await self.store_external(items, self.state.current_task)
         return [engine.add_item(self.state, item) for item in stored]
 
-    async def store_external(self, items: list[ExternalItem], task_id: str | None) -> list[Item]:
+    async def store_external(self, items: list[ExternalItem], task_id: str | None, local: bool = False) -> list[Item]:
         """Items an external agent appended, stored and measured by an activity (not yet
-        added to the engine)."""
+        added to the engine); ``local``: a local activity (the one-call step)."""
         seqs = [self.next_seq() for _ in items]
         return await calls.ingest_items(
             IngestItemsInput(
@@ -129,7 +129,8 @@ class Lane:
                 item_ids=[self.item_id(seq) for seq in seqs],
                 observation_ids=[self.observation_id(seq) for seq in seqs],
                 bound_above_tokens=self.bound_above_tokens,
-            )
+            ),
+            local,
         )
 
     # --- requests ----------------------------------------------------------------------

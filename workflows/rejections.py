@@ -20,7 +20,16 @@ WRONG_MODE = "WrongMode"  # a hosted-mode call on an external session, or the re
 # The context cannot be planned within the budget, even at the ladder's last rung (e.g. the
 # system prompt, tools and protected items alone exceed it): no provider call is made.
 REQUEST_UNFIT = "RequestDoesNotFit"
-REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE, REQUEST_UNFIT)
+# A tool result without its call, or a call left without its result: either would silently
+# vanish from the requests (the renderer keeps calls and results paired).
+UNPAIRED_TOOL_CALL = "UnpairedToolCall"
+# An idempotency key (or step id) used again for a different call.
+KEY_REUSED = "IdempotencyKeyReused"
+# The session is handing over to its next run (continue-as-new): the same call succeeds in a
+# moment, on the new run. Clients retry it (worker/sessions.py, the HTTP API does so itself).
+HANDING_OVER = "SessionHandingOver"
+REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE, REQUEST_UNFIT, UNPAIRED_TOOL_CALL, KEY_REUSED,
+                   HANDING_OVER)
 
 # Queries cannot carry an error type (the client sees a message only): a query asked
 # while a run restores its checkpoint fails with a message holding this, which clients test for.
@@ -52,6 +61,19 @@ def wrong_mode(mode: str, action: str) -> ApplicationError:
 
 def request_unfit(reason: str) -> ApplicationError:
     return rejection(REQUEST_UNFIT, f"the next request does not fit the budget: {reason}")
+
+
+def unpaired(message: str) -> ApplicationError:
+    return rejection(UNPAIRED_TOOL_CALL, message)
+
+
+def key_reused(key: str) -> ApplicationError:
+    return rejection(KEY_REUSED, f"the key {key!r} was already used for a different call; use a new key for new "
+                                 "content, or resend exactly the same call to get its result")
+
+
+def handing_over(action: str) -> ApplicationError:
+    return rejection(HANDING_OVER, f"{action}: the session is handing over to its next run; retry in a moment")
 
 
 def still_starting(what: str) -> ApplicationError:

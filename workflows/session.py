@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.errors import EngineError
-    from workflows.context.items import Kind
+    from workflows.context.items import Item, Kind
     from workflows.contract import (
         AppendItemsRequest,
         AppendItemsResult,
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         CondenseResult,
         EpisodeBegin,
         EpisodeEnd,
+        ExternalItem,
         PreparedRequest,
         SessionConfig,
         SessionInput,
@@ -42,11 +43,14 @@ with workflow.unsafe.imports_passed_through():
         SessionStatus,
         SpawnRequest,
         SpawnResult,
+        StepRequest,
+        StepResult,
         SubmitRequest,
         SubmitResult,
         TaskStatus,
         submit_text_problem,
     )
+    from workflows.external_calls import RecentCalls, check_items, items_digest
     from workflows.lane import Lane, patched_engine_options
     from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED
     from workflows.lane_payloads import HandoffRef
@@ -58,7 +62,12 @@ with workflow.unsafe.imports_passed_through():
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
-MAX_CALL_FIELD_CHARS = 200  # a tool call's id and name, as the HTTP API documents them
+# Runs continue as new in every mode (external agents' calls count), not only after model turns.
+CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
+# A run's history past either figure continues as new (Temporal's own limits are 51,200
+# events and 50 MB; it warns from 10,240 events).
+RUN_HISTORY_EVENTS = 8_000
+RUN_HISTORY_BYTES = 8 * 1024 * 1024
 
 
 def session_tools(config: SessionConfig) -> list[str]:
@@ -87,6 +96,12 @@ class SessionWorkflow:
         self.external_task: str | None = None
         self.runs = 0  # runs before this one (continue-as-new)
         self.turns_this_run = 0
+        self.updates_this_run = 0
+        self.continue_all_modes = False  # decided once per run, in run()
+        # Set while the run hands over to the next: validators refuse new calls (typed, retried
+        # by clients), so the hand-over is not postponed by every call that keeps arriving.
+        self.handing_over = False
+        self.recent_calls = RecentCalls()
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
         self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
         self.loop = AgentLoop(LoopSettings(
@@ -99,6 +114,7 @@ class SessionWorkflow:
 
     @workflow.update
     async def submit(self, request: SubmitRequest) -> SubmitResult:
+        self.updates_this_run += 1
         task_id = self._new_task_id()
         self.pending.append(PendingTaskRecord(task_id=task_id, text=request.text))
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="queued")
@@ -130,6 +146,7 @@ class SessionWorkflow:
 
     @workflow.update
     async def spawn_subagent(self, request: SpawnRequest) -> SpawnResult:
+        self.updates_this_run += 1
         lane = await self._ready_lane()
         async with lane.lock:
             try:
@@ -171,50 +188,84 @@ class SessionWorkflow:
     @workflow.update
     async def append_items(self, request: AppendItemsRequest) -> AppendItemsResult:
         lane = await self._ready_lane()
+        self.updates_this_run += 1
         async with lane.lock:
-            with engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
-                users = sum(1 for item in request.items if item.kind == Kind.USER.value)
-                if lane.rules_2:
-                    # Repairs first (they may add items: the lane's seqs stay in order), then the
-                    # items are stored, and only then does the task change: input the activity
-                    # refuses (a content_ref that is not stored) fails with the context as it was.
-                    if users:
-                        await self._recover(lane, ongoing=self.external_task)
-                    task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await
-                    stored = await lane.store_external(request.items, task_ids[-1] if task_ids
-                                                       else lane.state.current_task)
-                    for task_id in task_ids:
-                        self._switch_external_task(task_id)
-                    added = [engine.add_item(lane.state, item) for item in stored]
-                else:
-                    for _ in range(users):
-                        await self._begin_external_task()
-                    added = await lane.add_external(request.items)
-        return AppendItemsResult(item_ids=[i.id for i in added])
+            digest = (request.digest or items_digest(request.items)) if request.key else ""
+            if (done := self.recent_calls.repeated(request.key, digest)) is not None:
+                return AppendItemsResult(item_ids=done.item_ids, repeated=True)
+            item_ids = [i.id for i in await self._append(lane, request.items)]
+            self.recent_calls.record(request.key, digest, item_ids)
+        return AppendItemsResult(item_ids=item_ids)
 
     @append_items.validator
     def validate_append_items(self, request: AppendItemsRequest) -> None:
-        self._check_mode("external", "append_items")
-        self._check_open("append_items")
-        for index, item in enumerate(request.items):
-            if (problem := engine.kind_problem(item.kind)) is not None:
-                raise rejections.invalid_input(f"items[{index}]: an item that {problem} cannot be appended")
-            if (item.text is None) == (item.content_ref is None):
-                raise rejections.invalid_input(f"items[{index}]: give exactly one of text and content_ref")
-            if item.kind == Kind.TOOL_RESULT.value and not item.tool_call_id:
-                raise rejections.invalid_input(f"items[{index}]: a tool_result needs the tool_call_id it answers")
-            for call in item.tool_calls:
-                if not (0 < len(call.id) <= MAX_CALL_FIELD_CHARS and 0 < len(call.name) <= MAX_CALL_FIELD_CHARS):
-                    raise rejections.invalid_input(f"items[{index}]: a tool call's id and name need 1 to "
-                                                   f"{MAX_CALL_FIELD_CHARS} characters")
+        self._check_external_call("append_items", request.items, request.key, request.digest)
 
     @workflow.update
     async def prepare_request(self) -> PreparedRequest:
         lane = await self._ready_lane()
+        self.updates_this_run += 1
         async with lane.lock:
-            await lane.compact_if_needed(self.config.compaction)
-            await lane.assemble()
-            _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
+            return await self._prepare(lane)
+
+    @prepare_request.validator
+    def validate_prepare_request(self) -> None:
+        self._check_mode("external", "prepare_request")
+        self._check_not_handing_over("prepare_request")
+
+    @workflow.update
+    async def step(self, request: StepRequest) -> StepResult:
+        """One round trip per agent step: append the step's items, then prepare the request."""
+        lane = await self._ready_lane()
+        self.updates_this_run += 1
+        async with lane.lock:
+            digest = (request.digest or items_digest(request.items)) if request.step_id else ""
+            done = self.recent_calls.repeated(request.step_id, digest)
+            if done is None:
+                item_ids = [i.id for i in await self._append(lane, request.items, local=True)] if request.items else []
+                self.recent_calls.record(request.step_id, digest, item_ids)
+            prepared = await self._prepare(lane)
+        return StepResult(item_ids=item_ids if done is None else done.item_ids, request=prepared,
+                          repeated=done is not None)
+
+    @step.validator
+    def validate_step(self, request: StepRequest) -> None:
+        self._check_external_call("step", request.items, request.step_id, request.digest)
+
+    def _check_external_call(self, action: str, items: list[ExternalItem], key: str | None,
+                             digest: str | None) -> None:
+        self._check_mode("external", action)
+        self._check_open(action)
+        check_items(None if self.lane is None else self.lane.state, items)
+        if key is not None:
+            self.recent_calls.repeated(key, digest or items_digest(items))
+
+    async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False) -> list[Item]:
+        """Store the items and add them to the lane (callers hold the lock). Each user message
+        begins a task, ending the previous one. ``local``: stored by a local activity (steps
+        only: runs recorded before them never took this path)."""
+        with engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
+            users = sum(1 for item in items if item.kind == Kind.USER.value)
+            if not lane.rules_2:
+                for _ in range(users):
+                    await self._begin_external_task()
+                return await lane.add_external(items)
+            # Repairs first (they may add items: the lane's seqs stay in order), then the items
+            # are stored, and only then does the task change: input the activity refuses (a
+            # content_ref that is not stored) fails with the context as it was.
+            if users:
+                await self._recover(lane, ongoing=self.external_task)
+            task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await
+            stored = await lane.store_external(items, task_ids[-1] if task_ids else lane.state.current_task, local)
+            for task_id in task_ids:
+                self._switch_external_task(task_id)
+            return [engine.add_item(lane.state, item) for item in stored]
+
+    async def _prepare(self, lane: Lane) -> PreparedRequest:
+        """Compact if needed, then plan the next request within the budget (callers hold the lock)."""
+        await lane.compact_if_needed(self.config.compaction)
+        await lane.assemble()
+        _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
         return PreparedRequest(
             entries=plan.pairs,
             stable_prefix_entries=plan.stable_prefix_entries,
@@ -227,12 +278,9 @@ class SessionWorkflow:
             tools=self._tools(),
         )
 
-    @prepare_request.validator
-    def validate_prepare_request(self) -> None:
-        self._check_mode("external", "prepare_request")
-
     @workflow.update
     async def begin_episode(self, request: EpisodeBegin) -> None:
+        self.updates_this_run += 1
         lane = await self._ready_lane()
         async with lane.lock:
             episode = _engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
@@ -243,6 +291,7 @@ class SessionWorkflow:
 
     @begin_episode.validator
     def validate_begin_episode(self, request: EpisodeBegin) -> None:
+        self._check_not_handing_over("begin_episode")
         if self.lane is None:
             return  # still starting: the handler waits for the lane and checks then
         with engine_refusals():
@@ -250,6 +299,7 @@ class SessionWorkflow:
 
     @workflow.update
     async def end_episode(self, request: EpisodeEnd) -> None:
+        self.updates_this_run += 1
         lane = await self._ready_lane()
         async with lane.lock:
             _engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
@@ -258,6 +308,7 @@ class SessionWorkflow:
 
     @end_episode.validator
     def validate_end_episode(self, request: EpisodeEnd) -> None:
+        self._check_not_handing_over("end_episode")
         if self.lane is None:
             return  # still starting: the handler waits for the lane and checks then
         with engine_refusals():
@@ -265,15 +316,21 @@ class SessionWorkflow:
 
     @workflow.update
     async def condense_context(self, request: CondenseRequest) -> CondenseResult:
+        self.updates_this_run += 1
         lane = await self._ready_lane()
         async with lane.lock:
             return await lane.condense(request.memory)
+
+    @condense_context.validator
+    def validate_condense_context(self, request: CondenseRequest) -> None:
+        self._check_not_handing_over("condense_context")
 
     # --- main loop ---------------------------------------------------------------------
 
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
         self.engine_options = patched_engine_options()
+        self.continue_all_modes = workflow.patched(CONTINUE_ALL_MODES_PATCH)
         if inp.checkpoint_id is None:
             await self._start()
         else:
@@ -298,9 +355,19 @@ class SessionWorkflow:
     # --- continue-as-new ---------------------------------------------------------------
 
     def _should_continue(self) -> bool:
-        if self.lane is None or self.turns_this_run == 0:
+        if self.lane is None:
             return False
-        return self.turns_this_run >= self.config.turns_per_run or workflow.info().is_continue_as_new_suggested()
+        info = workflow.info()
+        if not self.continue_all_modes:  # runs recorded before: only model turns counted
+            return self.turns_this_run > 0 and (self.turns_this_run >= self.config.turns_per_run
+                                                or info.is_continue_as_new_suggested())
+        if self.turns_this_run == 0 and self.updates_this_run == 0:
+            return False  # a new run that has done nothing yet
+        return (self.turns_this_run >= self.config.turns_per_run
+                or self.updates_this_run >= self.config.updates_per_run
+                or info.get_current_history_length() >= RUN_HISTORY_EVENTS
+                or info.get_current_history_size() >= RUN_HISTORY_BYTES
+                or info.is_continue_as_new_suggested())
 
     def _checkpoint(self, running: RunningTask | None) -> SessionCheckpoint:
         finished = [t for t in self.tasks.values() if t.finished]
@@ -317,6 +384,7 @@ class SessionWorkflow:
             closed=self.closed,
             children=self.subagents.kept_children(),
             next_child=self.subagents.next_child,
+            recent_calls=self.recent_calls,
         )
 
     async def _continue_as_new(self, running: RunningTask | None) -> None:
@@ -325,6 +393,8 @@ class SessionWorkflow:
         Handlers may change state while the checkpoint is being written (a submit
         arriving), so it is written again until nothing changed in between.
         """
+        if self.continue_all_modes:
+            self.handing_over = True
         while True:
             await workflow.wait_condition(workflow.all_handlers_finished)
             checkpoint = self._checkpoint(running)
@@ -353,6 +423,7 @@ class SessionWorkflow:
         self.closed = self.closed or checkpoint.closed
         self.subagents.children = {c.lane: c for c in checkpoint.children}
         self.subagents.next_child = checkpoint.next_child
+        self.recent_calls = checkpoint.recent_calls
 
     async def _start(self) -> None:
         cfg = self.config
@@ -390,6 +461,11 @@ class SessionWorkflow:
     def _check_open(self, what: str) -> None:
         if self.closed:
             raise rejections.session_closed(what)
+        self._check_not_handing_over(what)
+
+    def _check_not_handing_over(self, what: str) -> None:
+        if self.handing_over:
+            raise rejections.handing_over(what)
 
     def _check_mode(self, wanted: SessionMode, action: str) -> None:
         if self.config.mode is not None and self.config.mode != wanted:

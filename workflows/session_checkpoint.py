@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from workflows.contract import ChildLane, TaskStatus
+from workflows.external_calls import RecentCalls
 from workflows.lane_state import LaneState
 
 KEPT_TASK_STATUSES = 200  # older finished task statuses are dropped from state
@@ -38,3 +39,4 @@ class SessionCheckpoint(BaseModel):
     closed: bool = False
     children: list[ChildLane] = Field(default_factory=list)  # subagent lanes (running ones and recent)
     next_child: int = 0
+    recent_calls: RecentCalls = Field(default_factory=RecentCalls)  # keyed external calls, for idempotency

@@ -18,6 +18,7 @@ import gzip
 import sys
 import tempfile
 import uuid
+from functools import partial
 from pathlib import Path
 
 from activities.store import close_stores
@@ -37,6 +38,7 @@ from workflows.contract import (
     EpisodeEnd,
     ExternalItem,
     SessionConfig,
+    StepRequest,
 )
 from workflows.session import SessionWorkflow
 
@@ -96,6 +98,27 @@ async def external(client, queue: str, name: str = "external") -> None:
     await save(client, session_id, name)
 
 
+async def external_steps(client, queue: str) -> None:
+    """One-call steps across continue-as-new (every 10 calls), a retried step, a keyed append."""
+    session_id = f"hist-external-steps-{uuid.uuid4().hex[:6]}"
+    config = SessionConfig(session_id=session_id, mode="external", budget_tokens=2_000, updates_per_run=10)
+    handle = await sessions.start_session(client, config, queue)
+    await handle.execute_update(SessionWorkflow.step, StepRequest(items=[ExternalItem(kind="user", text="Go.")]))
+    steps = [StepRequest(step_id=f"s{n}", items=[
+        ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
+            {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]),
+        ExternalItem(kind="tool_result", tool_call_id=f"c{n}", text=f"line {n}\n" * 60)]) for n in range(25)]
+    for n, step in enumerate(steps):
+        await sessions.through_handover(partial(handle.execute_update, SessionWorkflow.step, step))
+        if n == 12:  # step 3 again, after a hand-over: answered from the record, nothing stored twice
+            await sessions.through_handover(partial(handle.execute_update, SessionWorkflow.step, steps[3]))
+    await sessions.through_handover(partial(handle.execute_update, SessionWorkflow.append_items, AppendItemsRequest(
+        items=[ExternalItem(kind="note", text="keep it short")], key="k1")))
+    await handle.signal(SessionWorkflow.close)
+    await handle.result()
+    await save(client, session_id, "external-steps")
+
+
 async def subagents(client, queue: str, folder: Path) -> None:
     """A parent whose model spawns two subagents (episodes, a command, a handoff each)."""
     parent, children = write_recordings(folder, parent_trajectory(["Inspect module 0.", "Inspect module 1."]),
@@ -131,6 +154,7 @@ async def main(names: list[str]) -> None:
             # since the budget guarantee (engine rules 2): planned ladder, assembly, bounded items
             "rules2-hosted": lambda: hosted(client, queue, "rules2-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
             "rules2-external": lambda: external(client, queue, "rules2-external"),
+            "external-steps": lambda: external_steps(client, queue),
             "rules2-unfit": lambda: hosted(client, queue, "rules2-unfit", LONG_TRAJECTORY, budget_tokens=2_000,
                                            system_prompt="Follow every house rule. " * 1_500),
         }

@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.store import Store, StoreError
 from worker.api.errors import ApiError, from_temporal, session_not_found, store_unavailable
+from worker.sessions import through_handover
 from worker.settings import Settings, redact_url
 
 log = logging.getLogger("lanes.api")
@@ -170,7 +171,8 @@ class Backend:
         """Run ``call`` on the session's workflow handle, translating every Temporal failure."""
         handle = await self.handle(session_id)
         try:
-            return await asyncio.wait_for(call(handle), timeout)
+            # a call that lands while the session continues as new is retried: clients never see it
+            return await asyncio.wait_for(through_handover(lambda: call(handle), timeout), timeout)
         except Exception as exc:
             raise from_temporal(exc, session_id, action) from None
 

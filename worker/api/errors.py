@@ -37,6 +37,9 @@ REJECTION_STATUS: dict[str, tuple[int, str]] = {
     rejections.SESSION_CLOSED: (409, "session_closed"),
     rejections.WRONG_MODE: (409, "wrong_mode"),
     rejections.REQUEST_UNFIT: (422, "request_unfit"),
+    rejections.UNPAIRED_TOOL_CALL: (422, "unpaired_tool_call"),
+    rejections.KEY_REUSED: (422, "idempotency_key_reused"),
+    rejections.HANDING_OVER: (503, "handing_over"),  # only after the API's own retries ran out
 }
 
 

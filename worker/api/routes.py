@@ -5,11 +5,9 @@ is 404 for every other tenant, with everything under it."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import re
-import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -18,19 +16,11 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 from pydantic import ValidationError
 
-from activities.requests import materialise
 from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, StoreError
 from lanes_client.schemas import (
     OBS_PATTERN,
-    AppendItemsIn,
-    AppendItemsOut,
     CancelRequest,
     CancelResult,
-    CondenseIn,
-    CondenseOut,
-    EpisodeAck,
-    EpisodeBeginIn,
-    EpisodeEndIn,
     EpisodeList,
     EpisodeOut,
     EventOut,
@@ -39,8 +29,6 @@ from lanes_client.schemas import (
     MessageAccepted,
     MessageIn,
     ObservationOut,
-    PlanEntryOut,
-    PreparedRequestOut,
     SessionCreate,
     SessionCreated,
     SessionInfo,
@@ -50,20 +38,12 @@ from lanes_client.schemas import (
 )
 from worker.api.auth import bearer_scheme
 from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
-from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found, store_unavailable
+from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found
 from worker.api.replays import check_replay
 from worker.sessions import new_session_id, start_session
-from workflows.context import ids
 from workflows.context.observations import observation_address
 from workflows.context.report import ContextReport
 from workflows.contract import (
-    AppendItemsRequest,
-    CondenseRequest,
-    CondenseResult,
-    EpisodeBegin,
-    EpisodeEnd,
-    ExternalItem,
-    PreparedRequest,
     ReplaySpec,
     SessionConfig,
     SessionStatus,
@@ -149,6 +129,8 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
         values["system_prompt"] = body.system_prompt
     if body.max_turns_per_task is not None:
         values["max_turns_per_task"] = body.max_turns_per_task
+    if body.updates_per_run is not None:
+        values["updates_per_run"] = body.updates_per_run
     if body.tools is not None and body.tools != "workspace":
         values["tools"] = TOOLS_OF_MODE[body.tools]
     if body.subagents is not None:
@@ -266,104 +248,6 @@ async def send_message(row: Owned, be: Be, body: MessageIn) -> MessageAccepted:
         row.session_id, "accept the message",
         lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text)))
     return MessageAccepted(session_id=row.session_id, task_id=result.task_id)
-
-
-# --- external-agent mode -------------------------------------------------------------------
-
-
-def _obs_id(session_id: str, key: str | None, index: int) -> str:
-    """Content stored before its append: keyed by the idempotency key, so a retried call reuses it."""
-    digest = uuid.uuid4().hex if key is None else hashlib.sha256(f"{key}:{index}".encode()).hexdigest()[:32]
-    return ids.external_observation_id(session_id, digest)
-
-
-@router.post("/sessions/{session_id}/items", response_model=AppendItemsOut, tags=["external"],
-             summary="Append items your agent produced (user, assistant with tool calls, tool results, notes...)")
-async def append_items(row: Owned, be: Be, body: AppendItemsIn,
-                       idempotency_key: Annotated[str | None, Header(max_length=200)] = None) -> AppendItemsOut:
-    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
-        raise ApiError(400, "rejected", "Idempotency-Key must be 1-200 printable ASCII characters without spaces")
-    sid = row.session_id
-    store = await be.store()
-    items: list[ExternalItem] = []
-    stored: list[str] = []
-    for index, item in enumerate(body.items):
-        text = item.text if item.text is not None else ""
-        content_ref = None
-        if len(text) > ids.INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
-            content_ref = _obs_id(sid, idempotency_key, index)
-            try:
-                await store.put_observation(sid, content_ref, "pending", text)
-            except StoreError as exc:
-                log.warning("could not store item %d of %s: %s", index, sid, exc)
-                raise store_unavailable() from None
-            stored.append(content_ref)
-        items.append(ExternalItem(
-            kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,
-            tool_calls=item.tool_calls,
-            tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code,
-        ))
-    update_id = None if idempotency_key is None else \
-        f"append-{hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]}"
-    result = await be.temporal(
-        sid, "append the items",
-        lambda h: h.execute_update(SessionWorkflow.append_items, AppendItemsRequest(items=items), id=update_id))
-    return AppendItemsOut(session_id=sid, item_ids=result.item_ids, stored_observations=stored)
-
-
-@router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
-            summary="The exact messages to send next (compacting first when needed)")
-async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
-    sid = row.session_id
-    prepared: PreparedRequest = await be.temporal(
-        sid, "prepare the next request", lambda h: h.execute_update(SessionWorkflow.prepare_request))
-    store = await be.store()
-    try:
-        request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
-                                    tools=prepared.tools, model=prepared.model,
-                                    stable_prefix_entries=prepared.stable_prefix_entries)
-    except LookupError as exc:
-        raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
-    except ValueError as exc:  # a tool the catalog no longer has
-        raise ApiError(409, "conflict", str(exc)) from None
-    stable = request.stable_prefix_messages
-    return PreparedRequestOut(
-        session_id=sid, model=prepared.model, messages=request.messages, tools=request.tools,
-        token_estimate=request.total_tokens, plan_tokens=prepared.total_tokens, budget=prepared.budget,
-        fits=prepared.fits, reason=prepared.reason, stable_prefix_entries=prepared.stable_prefix_entries,
-        stable_prefix_messages=stable, stable_prefix_tokens=sum(request.message_tokens[:stable]),
-        entries=[PlanEntryOut(item_id=item_id, projection=projection.value)
-                 for item_id, projection in prepared.entries],
-    )
-
-
-@router.post("/sessions/{session_id}/episodes", status_code=201, response_model=EpisodeAck, tags=["external"],
-             summary="Begin an episode (exploration, or action naming the explorations it depends on)")
-async def begin_episode(row: Owned, be: Be, body: EpisodeBeginIn) -> EpisodeAck:
-    request = EpisodeBegin(episode_id=body.episode_id, kind=body.kind, goal=body.goal, depends_on=body.depends_on)
-    await be.temporal(row.session_id, "begin the episode",
-                      lambda h: h.execute_update(SessionWorkflow.begin_episode, request))
-    return EpisodeAck(session_id=row.session_id, episode_id=body.episode_id, state="begun")
-
-
-@router.post("/sessions/{session_id}/episodes/{episode_id}/end", response_model=EpisodeAck, tags=["external"],
-             summary="End an episode (an exploration needs a concise conclusion)")
-async def end_episode(row: Owned, be: Be,
-                      episode_id: Annotated[str, Path(pattern=ITEM_ID_PATTERN, min_length=1, max_length=120)],
-                      body: Annotated[EpisodeEndIn | None, Body()] = None) -> EpisodeAck:
-    request = EpisodeEnd(episode_id=episode_id, conclusion=(body.conclusion if body else None))
-    await be.temporal(row.session_id, "end the episode",
-                      lambda h: h.execute_update(SessionWorkflow.end_episode, request))
-    return EpisodeAck(session_id=row.session_id, episode_id=episode_id, state="ended")
-
-
-@router.post("/sessions/{session_id}/condense", response_model=CondenseOut, tags=["external"],
-             summary="condense_context: replace old history by a bounded memory (deterministic)")
-async def condense(row: Owned, be: Be, body: CondenseIn) -> CondenseOut:
-    request = CondenseRequest(memory=body.memory.model_dump())
-    result: CondenseResult = await be.temporal(
-        row.session_id, "condense its context", lambda h: h.execute_update(SessionWorkflow.condense_context, request))
-    return CondenseOut(session_id=row.session_id, **result.model_dump())
 
 
 # --- reads -------------------------------------------------------------------------------
