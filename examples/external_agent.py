@@ -1,8 +1,9 @@
 """An OpenAI-style agent whose loop runs here while Context Lanes keeps its context.
 
-The whole integration is the loop in ``run_agent``: append what happened, ask the API for
-the next request (it compacts when the working set needs it and renders the exact
-messages from PostgreSQL), send that to the model, run the tools, append again.
+The whole integration is the loop in ``run_agent``: one call per step hands the API what
+happened and gets the next request back (compacted when the working set needs it, the exact
+messages rendered from PostgreSQL); send that to the model, run the tools, repeat. The agent
+keeps its own world: its system prompt and tool definitions are declared once, at creation.
 
     export LANES_API_URL=http://127.0.0.1:8000 LANES_API_TOKEN=...      # lanes api
     export OPENAI_BASE_URL=... OPENAI_API_KEY=... LANES_MODEL=gpt-4o-mini
@@ -30,16 +31,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from lanes_client.client import LanesClient, assistant_item, tool_result_item, user_item
 
 OUTPUT_LIMIT = 200_000  # characters of one tool output; larger output is cut (the API stores it exactly)
+SYSTEM_PROMPT = ("You are a careful coding agent working in a project directory. Use the tools; when the task "
+                 "is done, answer without calling a tool.")
+
+
+def _tool(name: str, description: str, **properties: str) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": {k: {"type": v} for k, v in properties.items()},
+                       "required": [k for k in properties if k not in ("offset", "limit")]}}}
+
+
+TOOLS = [
+    _tool("read_file", "Read a text file of the project.", path="string"),
+    _tool("write_file", "Create or replace a text file of the project.", path="string", content="string"),
+    _tool("list_files", "List the files under a directory of the project.", path="string"),
+    _tool("bash", "Run a shell command in the project directory.", command="string"),
+    # declared, so Lanes' placeholders of compacted output tell the model to call it
+    _tool("recall_observation", "Read an exact range of an earlier, compacted tool output.",
+          address="string", offset="integer", limit="integer"),
+]
 
 
 async def run_agent(task: str, lanes: LanesClient, model: openai.AsyncOpenAI, *, model_name: str,
                     workdir: Path, budget_tokens: int | None = None, max_turns: int = 50) -> tuple[str, str]:
     """Run ``task`` to its final answer; returns (session id, answer)."""
-    session = await lanes.create_session(mode="external", model=model_name, budget_tokens=budget_tokens)
+    session = await lanes.create_session(mode="external", model=model_name, budget_tokens=budget_tokens,
+                                         system_prompt=SYSTEM_PROMPT, tool_definitions=TOOLS)
     sid = session.session_id
-    await lanes.append_items(sid, [user_item(task)])
-    for _ in range(max_turns):
-        request = await lanes.next_request(sid)  # messages + tools, compacted when needed
+    happened = [user_item(task)]
+    for turn in range(max_turns):
+        # one round trip: store what happened since the last request, get the next one
+        # (the step id makes a retried call safe: the items are stored once)
+        request = (await lanes.step(sid, happened, step_id=f"turn-{turn}")).request
         reply = await model.chat.completions.create(model=request.model, messages=cast(Any, request.messages),
                                                     tools=cast(Any, request.tools))
         message = reply.choices[0].message
@@ -47,8 +71,9 @@ async def run_agent(task: str, lanes: LanesClient, model: openai.AsyncOpenAI, *,
         results = [tool_result_item(call.id, call.function.name,
                                     *await run_tool(call.function.name, call.function.arguments, workdir, lanes, sid))
                    for call in calls]
-        await lanes.append_items(sid, [assistant_item(message), *results])
+        happened = [assistant_item(message), *results]
         if not message.tool_calls:
+            await lanes.append_items(sid, happened)  # the answer belongs to the history too
             return sid, message.content or ""
     return sid, f"(stopped after {max_turns} turns)"
 

@@ -52,7 +52,8 @@ async def test_an_append_cut_by_an_api_kill_is_stored_once_when_retried(api_stac
     try:
         await _ready(base, api)
         async with httpx.AsyncClient(base_url=base, timeout=60, headers=headers) as http:
-            sid = (await http.post("/v1/sessions", json={"mode": "external"})).json()["session_id"]
+            sid = (await http.post("/v1/sessions", json={"mode": "external", "system_prompt": "You keep notes."})
+                   ).json()["session_id"]
             sending = asyncio.create_task(http.post(f"/v1/sessions/{sid}/items", json=body))
             deadline = time.monotonic() + 30
             while await store.count_observations(sid) == 0:  # the content is stored: the update comes next

@@ -41,6 +41,10 @@ async def test_example_agent_loop_runs_through_the_api(client_a, tmp_path):
     report = await client_a.context(sid)
     kinds = [i.kind for i in sorted(report.items, key=lambda i: i.seq)]
     assert kinds == ["system", "user"] + ["assistant", "tool_result"] * 3 + ["assistant"]
+    # the model got the example's own prompt and tools, and nothing of Lanes' own
+    assert [t["function"]["name"] for t in model_server.requests[0]["tools"]] == [
+        t["function"]["name"] for t in example.TOOLS]
+    assert model_server.requests[0]["messages"][0] == {"role": "system", "content": example.SYSTEM_PROMPT}
     # the model saw each tool result in the next request, and the large one is recallable exactly
     last_request = model_server.requests[-1]["messages"]
     tool_messages = [m for m in last_request if m["role"] == "tool"]

@@ -272,7 +272,7 @@ async def test_events_are_paged_and_streamed(finished, client_a, http):
 
 
 async def test_stream_delivers_new_events_live(client_a):
-    sid = (await client_a.create_session(mode="external")).session_id
+    sid = (await client_a.create_session(mode="external", system_prompt="You take notes.")).session_id
     await _context_when_started(client_a, sid)
     start = (await client_a.events(sid)).next_after
 
