@@ -1,100 +1,169 @@
-"""A small typed async client for the Context Lanes HTTP API.
+"""The two clients of the Context Lanes HTTP API: :class:`LanesClient` (sync) and
+:class:`AsyncLanesClient`, with the same methods::
 
-    async with LanesClient("http://127.0.0.1:8000", token) as lanes:
-        session = await lanes.create_session(mode="external", budget_tokens=32_000)
-        await lanes.append_items(session.session_id, [user_item("Fix the failing test")])
-        request = await lanes.next_request(session.session_id)   # messages + tools to send
-        ...                                                      # call your model, run tools
-        await lanes.append_items(session.session_id, [assistant_item(message), *tool_results])
+    with LanesClient("http://127.0.0.1:8000", token) as lanes:
+        session = lanes.create_session(mode="external", budget_tokens=32_000)
+        lanes.append_items(session.session_id, [user_item("Fix the failing test")])
+        request = lanes.next_request(session.session_id)   # messages + tools to send
+        ...                                                # call your model, run tools
 
-Every failure is a :class:`LanesAPIError` carrying the HTTP status, the API's error
-code and its message. Responses are the pydantic models of :mod:`lanes_client.schemas`.
+    async with AsyncLanesClient(...) as lanes:
+        request = await lanes.next_request(session_id)
+        async for event in lanes.stream_events(session_id): ...
+
+Each call is declared once in :mod:`lanes_client.endpoints`; the descriptors below make it
+a method of both clients (awaitable on the async one). Failures are the typed errors of
+:mod:`lanes_client.errors`; retries follow :mod:`lanes_client.retry`.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import functools
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, TypeVar
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 import httpx
-from pydantic import BaseModel
+from httpx_sse import SSEError, aconnect_sse, connect_sse
 
-from lanes_client.schemas import (
-    AppendItemsOut,
-    CancelResult,
-    CondenseOut,
-    EpisodeAck,
-    EpisodeList,
-    EventOut,
-    EventPage,
-    ItemContentOut,
-    ItemIn,
-    MessageAccepted,
-    ObservationOut,
-    PreparedRequestOut,
-    Readiness,
-    SessionCreated,
-    SessionInfo,
-    SessionList,
-    StepOut,
-    StoredItemPage,
-    ToolCallIn,
-)
-from workflows.context.report import ContextReport
-from workflows.contract import ChildLane, SessionStatus, SpawnResult
+from lanes_client import endpoints as api
+from lanes_client.endpoints import Call, Pages
+from lanes_client.errors import LanesAPIError, LanesError, LanesTimeout, error_from_response
+from lanes_client.retry import RetryPolicy
+from lanes_client.schemas import EventOut
+from lanes_client.shapes import SessionStatus
+from lanes_client.stream import EventStream, public_error
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-M = TypeVar("M", bound=BaseModel)
+DEFAULT_TIMEOUT = 90.0  # a call waits on the session's workflow (an update can take a while)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
 
 
-class LanesAPIError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
-        super().__init__(f"HTTP {status} {code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
+class _Endpoint(Generic[P, R]):
+    """A call declared in ``endpoints``, as a method: a coroutine on the async client."""
+
+    def __init__(self, build: Callable[P, Call[R]]) -> None:
+        self.build = build
+        self.__doc__ = build.__doc__
+
+    @overload
+    def __get__(self, client: None, owner: type | None = None) -> _Endpoint[P, R]: ...
+
+    @overload
+    def __get__(self, client: AsyncLanesClient, owner: type | None = None) -> Callable[P, Awaitable[R]]: ...
+
+    @overload
+    def __get__(self, client: LanesClient, owner: type | None = None) -> Callable[P, R]: ...
+
+    def __get__(self, client: Any, owner: type | None = None) -> Any:
+        if client is None:
+            return self
+
+        @functools.wraps(self.build)
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return client._run(self.build(*args, **kwargs))
+        return method
 
 
-# --- item builders (the shapes an OpenAI-style agent loop produces) -----------------------
+class _Paged(Generic[P, R, T]):
+    """An auto-paging listing, as a method: an async iterator on the async client."""
+
+    def __init__(self, build: Callable[P, Pages[R, T]]) -> None:
+        self.build = build
+        self.__doc__ = build.__doc__
+
+    @overload
+    def __get__(self, client: None, owner: type | None = None) -> _Paged[P, R, T]: ...
+
+    @overload
+    def __get__(self, client: AsyncLanesClient, owner: type | None = None) -> Callable[P, AsyncIterator[T]]: ...
+
+    @overload
+    def __get__(self, client: LanesClient, owner: type | None = None) -> Callable[P, Iterator[T]]: ...
+
+    def __get__(self, client: Any, owner: type | None = None) -> Any:
+        if client is None:
+            return self
+
+        @functools.wraps(self.build)
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return client._iterate(self.build(*args, **kwargs))
+        return method
 
 
-def user_item(text: str) -> ItemIn:
-    return ItemIn(kind="user", text=text)
+class _Calls:
+    """The API's calls, one line each; both clients inherit them."""
+
+    create_session = _Endpoint(api.create_session)
+    list_sessions = _Endpoint(api.list_sessions)
+    iter_sessions = _Paged(api.iter_sessions)
+    get_session = _Endpoint(api.get_session)
+    status = _Endpoint(api.status)
+    cancel_session = _Endpoint(api.cancel_session)
+    send_message = _Endpoint(api.send_message)
+    append_items = _Endpoint(api.append_items)
+    next_request = _Endpoint(api.next_request)
+    step = _Endpoint(api.step)
+    list_items = _Endpoint(api.list_items)
+    iter_items = _Paged(api.iter_items)
+    begin_episode = _Endpoint(api.begin_episode)
+    end_episode = _Endpoint(api.end_episode)
+    condense = _Endpoint(api.condense)
+    spawn_subagent = _Endpoint(api.spawn_subagent)
+    subagents = _Endpoint(api.subagents)
+    subagent_context = _Endpoint(api.subagent_context)
+    context = _Endpoint(api.context)
+    episodes = _Endpoint(api.episodes)
+    item = _Endpoint(api.item)
+    read_observation = _Endpoint(api.read_observation)
+    events = _Endpoint(api.events)
+    iter_events = _Paged(api.iter_events)
+    health = _Endpoint(api.health)
+    ready = _Endpoint(api.ready)
 
 
-def note_item(text: str, kind: str = "note") -> ItemIn:
-    return ItemIn(kind=kind, text=text)
-
-
-def assistant_item(message: Any) -> ItemIn:
-    """An assistant answer: an OpenAI ``ChatCompletionMessage`` or a plain dict."""
-    data = message.model_dump() if hasattr(message, "model_dump") else dict(message)
-    calls = []
-    for call in data.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        calls.append(ToolCallIn(id=call["id"], name=fn.get("name", ""), arguments=fn.get("arguments") or "{}"))
-    return ItemIn(kind="assistant", text=data.get("content") or "", tool_calls=calls)
-
-
-def tool_result_item(call_id: str, name: str, output: str, exit_code: int | None = None,
-                     role: str | None = None) -> ItemIn:
-    return ItemIn(kind="tool_result", role=role, text=output, tool_call_id=call_id, tool_name=name,
-                  exit_code=exit_code)
-
-
-class LanesClient:
-    def __init__(self, base_url: str | None = None, token: str | None = None, *, timeout: float = 90.0,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+class _Config:
+    def __init__(self, base_url: str | None, token: str | None, timeout: float, max_retries: int,
+                 retry: RetryPolicy | None) -> None:
         self.base_url = (base_url or os.environ.get("LANES_API_URL") or DEFAULT_URL).rstrip("/")
         token = token if token is not None else os.environ.get("LANES_API_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=timeout,
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
+
+    def check(self, call: Call[Any], response: httpx.Response) -> None:
+        if response.status_code >= 400 and response.status_code not in call.accept:
+            raise error_from_response(response)
+
+    def give_up(self, retry: int, failure: BaseException, call: Call[Any], started: float) -> float:
+        """The wait before the next attempt, or raise the typed error when there is none."""
+        wait = self.retry.delay(retry, failure, safe=call.safe, elapsed=time.monotonic() - started)
+        if wait is None:
+            raise public_error(failure, self.base_url) from None
+        return wait
+
+
+def _task_finished(current: SessionStatus, task_id: str) -> bool:
+    return any(t.task_id == task_id and t.finished for t in current.tasks)
+
+
+class AsyncLanesClient(_Calls, _Config):
+    """``max_retries``: retries of a failed call (429/503, connection failures, timeouts);
+    ``retry`` sets the whole policy instead. ``transport``: an httpx transport (tests)."""
+
+    def __init__(self, base_url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                 max_retries: int = 3, retry: RetryPolicy | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        _Config.__init__(self, base_url, token, timeout, max_retries, retry)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self.headers, timeout=timeout,
                                        transport=transport)
 
-    async def __aenter__(self) -> LanesClient:
+    async def __aenter__(self) -> AsyncLanesClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -103,187 +172,132 @@ class LanesClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    # --- plumbing -----------------------------------------------------------------------
+    async def _run(self, call: Call[R]) -> R:
+        started, retry = time.monotonic(), 0
+        while True:
+            try:
+                response = await self._http.request(call.method, call.path, params=call.query, json=call.json,
+                                                    headers=dict(call.headers))
+                self.check(call, response)
+                return call.parse(response.json())
+            except (httpx.TransportError, LanesAPIError) as exc:
+                wait = self.give_up(retry, exc, call, started)
+            except httpx.HTTPError as exc:  # not a transport failure (decoding, redirects): no retry
+                raise public_error(exc, self.base_url) from None
+            retry += 1
+            await asyncio.sleep(wait)
 
-    async def _call(self, method: str, path: str, model: type[M] | None, *, json_body: Any = None,
-                    params: Mapping[str, Any] | None = None, headers: Mapping[str, str] | None = None) -> Any:
-        clean = {k: v for k, v in (params or {}).items() if v is not None}
-        try:
-            response = await self._http.request(method, path, json=json_body, params=clean, headers=headers)
-        except httpx.HTTPError as exc:
-            raise LanesAPIError(0, "unreachable", f"cannot reach {self.base_url}: {type(exc).__name__}: {exc}") \
-                from None
-        if response.status_code >= 400:
-            raise _error(response)
-        data = response.json()
-        return model.model_validate(data) if model is not None else data
-
-    # --- sessions -----------------------------------------------------------------------
-
-    async def create_session(self, *, mode: str = "hosted", **config: Any) -> SessionCreated:
-        """``config``: model, context_window, max_output_tokens, budget_tokens, tools, system_prompt,
-        max_turns_per_task (and replay on development servers)."""
-        body = {"mode": mode, **{k: v for k, v in config.items() if v is not None}}
-        return await self._call("POST", "/v1/sessions", SessionCreated, json_body=body)
-
-    async def list_sessions(self, *, limit: int = 50, cursor: str | None = None) -> SessionList:
-        return await self._call("GET", "/v1/sessions", SessionList, params={"limit": limit, "cursor": cursor})
-
-    async def get_session(self, session_id: str) -> SessionInfo:
-        return await self._call("GET", f"/v1/sessions/{session_id}", SessionInfo)
-
-    async def status(self, session_id: str) -> SessionStatus:
-        return await self._call("GET", f"/v1/sessions/{session_id}/status", SessionStatus)
-
-    async def cancel_session(self, session_id: str, *, terminate: bool = False,
-                             reason: str | None = None) -> CancelResult:
-        body = {"action": "terminate" if terminate else "close", "reason": reason}
-        return await self._call("POST", f"/v1/sessions/{session_id}/cancel", CancelResult,
-                                json_body={k: v for k, v in body.items() if v is not None})
-
-    # --- hosted mode --------------------------------------------------------------------
-
-    async def send_message(self, session_id: str, text: str) -> MessageAccepted:
-        return await self._call("POST", f"/v1/sessions/{session_id}/messages", MessageAccepted,
-                                json_body={"text": text})
+    async def _iterate(self, pages: Pages[Any, T]) -> AsyncIterator[T]:
+        call: Call[Any] | None = pages.first
+        while call is not None:
+            page = await self._run(call)
+            for entry in pages.entries(page):
+                yield entry
+            call = pages.next(page)
 
     async def wait_task(self, session_id: str, task_id: str, *, poll: float = 0.3,
                         timeout: float = 600.0) -> SessionStatus:
-        """Poll until the task completed or failed."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            current = await self.status(session_id)
-            task = next((t for t in current.tasks if t.task_id == task_id), None)
-            if task is not None and task.finished:
-                return current
-            if loop.time() > deadline:
-                raise LanesAPIError(0, "timeout", f"task {task_id} did not end within {timeout:.0f}s")
+        """Poll until the task completed or failed (:class:`LanesTimeout` after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while not _task_finished(current := await self.status(session_id), task_id):
+            if time.monotonic() > deadline:
+                raise LanesTimeout(f"task {task_id} did not end within {timeout:.0f}s")
             await asyncio.sleep(poll)
-
-    # --- external-agent mode ------------------------------------------------------------
-
-    async def append_items(self, session_id: str, items: Iterable[ItemIn | Mapping[str, Any]], *,
-                           idempotency_key: str | None = None) -> AppendItemsOut:
-        body = {"items": [i.model_dump(exclude_none=True) if isinstance(i, ItemIn) else dict(i) for i in items]}
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return await self._call("POST", f"/v1/sessions/{session_id}/items", AppendItemsOut, json_body=body,
-                                headers=headers)
-
-    async def next_request(self, session_id: str) -> PreparedRequestOut:
-        return await self._call("GET", f"/v1/sessions/{session_id}/request", PreparedRequestOut)
-
-    async def step(self, session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
-                   step_id: str | None = None) -> StepOut:
-        """One round trip per agent step: append ``items``, get the next request."""
-        body: dict[str, Any] = {"items": [i.model_dump(exclude_none=True) if isinstance(i, ItemIn) else dict(i)
-                                          for i in items]}
-        if step_id is not None:
-            body["step_id"] = step_id
-        return await self._call("POST", f"/v1/sessions/{session_id}/steps", StepOut, json_body=body)
-
-    async def list_items(self, session_id: str, *, lane: str = "main", after_seq: int = -1,
-                         limit: int = 100) -> StoredItemPage:
-        """One page of the raw stored history (``next_after_seq`` continues it)."""
-        return await self._call("GET", f"/v1/sessions/{session_id}/items", StoredItemPage,
-                                params={"lane": lane, "after_seq": after_seq, "limit": limit})
-
-    async def begin_episode(self, session_id: str, episode_id: str, kind: str, goal: str,
-                            depends_on: list[str] | None = None) -> EpisodeAck:
-        body = {"episode_id": episode_id, "kind": kind, "goal": goal, "depends_on": depends_on or []}
-        return await self._call("POST", f"/v1/sessions/{session_id}/episodes", EpisodeAck, json_body=body)
-
-    async def end_episode(self, session_id: str, episode_id: str, conclusion: str | None = None) -> EpisodeAck:
-        body = {"conclusion": conclusion} if conclusion is not None else {}
-        return await self._call("POST", f"/v1/sessions/{session_id}/episodes/{episode_id}/end", EpisodeAck,
-                                json_body=body)
-
-    async def condense(self, session_id: str, memory: Mapping[str, list[str]]) -> CondenseOut:
-        return await self._call("POST", f"/v1/sessions/{session_id}/condense", CondenseOut,
-                                json_body={"memory": dict(memory)})
-
-    # --- subagent lanes ------------------------------------------------------------------
-
-    async def spawn_subagent(self, session_id: str, brief: str, tools: list[str] | None = None) -> SpawnResult:
-        body: dict[str, Any] = {"brief": brief} if tools is None else {"brief": brief, "tools": tools}
-        return await self._call("POST", f"/v1/sessions/{session_id}/subagents", SpawnResult, json_body=body)
-
-    async def subagents(self, session_id: str) -> list[ChildLane]:
-        data = await self._call("GET", f"/v1/sessions/{session_id}/subagents", None)
-        return [ChildLane.model_validate(c) for c in data]
-
-    async def subagent_context(self, session_id: str, lane: str) -> ContextReport:
-        return await self._call("GET", f"/v1/sessions/{session_id}/subagents/{lane}/context", ContextReport)
-
-    # --- inspection ---------------------------------------------------------------------
-
-    async def context(self, session_id: str) -> ContextReport:
-        return await self._call("GET", f"/v1/sessions/{session_id}/context", ContextReport)
-
-    async def episodes(self, session_id: str) -> EpisodeList:
-        return await self._call("GET", f"/v1/sessions/{session_id}/episodes", EpisodeList)
-
-    async def item(self, session_id: str, item_id: str, *, max_chars: int | None = None) -> ItemContentOut:
-        return await self._call("GET", f"/v1/sessions/{session_id}/items/{item_id}", ItemContentOut,
-                                params={"max_chars": max_chars})
-
-    async def read_observation(self, session_id: str, obs_id: str, *, offset: int | None = None,
-                               limit: int | None = None) -> ObservationOut:
-        """``obs_id``: ``obs-...`` or a full ``observation://obs-...?offset=&limit=`` address."""
-        from workflows.context.observations import SCHEME, parse_observation_uri
-
-        if obs_id.startswith(SCHEME):
-            ref = parse_observation_uri(obs_id)
-            obs_id = ref.obs_id
-            offset = ref.offset if offset is None else offset
-            limit = ref.limit if limit is None else limit
-        return await self._call("GET", f"/v1/sessions/{session_id}/observations/{obs_id}", ObservationOut,
-                                params={"offset": offset, "limit": limit})
-
-    async def events(self, session_id: str, *, after: int = 0, limit: int = 200) -> EventPage:
-        return await self._call("GET", f"/v1/sessions/{session_id}/events", EventPage,
-                                params={"after": after, "limit": limit})
+        return current
 
     async def stream_events(self, session_id: str, *, after: int = 0,
                             timeout: float | None = None) -> AsyncIterator[EventOut]:
-        """Events as they are logged (server-sent events); ends when ``timeout`` seconds pass."""
-        params = {"after": after, **({"timeout": timeout} if timeout else {})}
-        try:
-            async with self._http.stream("GET", f"/v1/sessions/{session_id}/events/stream", params=params,
-                                         timeout=httpx.Timeout(None, connect=10.0)) as response:
-                if response.status_code >= 400:
-                    await response.aread()
-                    raise _error(response)
-                data: list[str] = []
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        data.append(line[5:].lstrip())
-                    elif line == "" and data:
-                        payload = json.loads("\n".join(data))
-                        data = []
-                        if isinstance(payload, dict) and "event_id" in payload:
-                            yield EventOut.model_validate(payload)
-        except httpx.HTTPError as exc:
-            raise LanesAPIError(0, "unreachable", f"event stream from {self.base_url} failed: {exc}") from None
-
-    async def health(self) -> dict[str, Any]:
-        return await self._call("GET", "/healthz", None)
-
-    async def ready(self) -> Readiness:
-        try:
-            response = await self._http.get("/readyz")
-        except httpx.HTTPError as exc:
-            raise LanesAPIError(0, "unreachable", f"cannot reach {self.base_url}: {exc}") from None
-        return Readiness.model_validate(response.json())
+        """Events as they are logged (server-sent events), reconnecting with ``Last-Event-ID``
+        when the connection drops; ends when ``timeout`` seconds pass (never when None)."""
+        stream = EventStream(session_id, after, timeout, self.retry)
+        while True:
+            failure: BaseException | None = None
+            try:
+                async with aconnect_sse(self._http, "GET", stream.path, **stream.request()) as source:
+                    if source.response.status_code >= 400:
+                        await source.response.aread()
+                        raise error_from_response(source.response)
+                    async for sse in source.aiter_sse():
+                        if (event := stream.accept(sse)) is not None:
+                            yield event
+            except (httpx.TransportError, LanesAPIError) as exc:
+                failure = exc
+            except SSEError as exc:
+                raise LanesError(f"{stream.path} is not an event stream: {exc}") from None
+            wait = stream.reconnect_after(failure)
+            if wait is None:
+                return
+            await asyncio.sleep(wait)
 
 
-def _error(response: httpx.Response) -> LanesAPIError:
-    try:
-        body = response.json()
-        error = body.get("error") or {}
-        return LanesAPIError(response.status_code, str(error.get("code", "error")),
-                             str(error.get("message", response.text[:500])), error.get("details"))
-    except (ValueError, AttributeError):
-        return LanesAPIError(response.status_code, "error", response.text[:500] or response.reason_phrase)
+class LanesClient(_Calls, _Config):
+    """The synchronous client: the same methods as :class:`AsyncLanesClient`, blocking."""
+
+    def __init__(self, base_url: str | None = None, token: str | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                 max_retries: int = 3, retry: RetryPolicy | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        _Config.__init__(self, base_url, token, timeout, max_retries, retry)
+        self._http = httpx.Client(base_url=self.base_url, headers=self.headers, timeout=timeout, transport=transport)
+
+    def __enter__(self) -> LanesClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _run(self, call: Call[R]) -> R:
+        started, retry = time.monotonic(), 0
+        while True:
+            try:
+                response = self._http.request(call.method, call.path, params=call.query, json=call.json,
+                                              headers=dict(call.headers))
+                self.check(call, response)
+                return call.parse(response.json())
+            except (httpx.TransportError, LanesAPIError) as exc:
+                wait = self.give_up(retry, exc, call, started)
+            except httpx.HTTPError as exc:
+                raise public_error(exc, self.base_url) from None
+            retry += 1
+            time.sleep(wait)
+
+    def _iterate(self, pages: Pages[Any, T]) -> Iterator[T]:
+        call: Call[Any] | None = pages.first
+        while call is not None:
+            page = self._run(call)
+            yield from pages.entries(page)
+            call = pages.next(page)
+
+    def wait_task(self, session_id: str, task_id: str, *, poll: float = 0.3, timeout: float = 600.0) -> SessionStatus:
+        """Poll until the task completed or failed (:class:`LanesTimeout` after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while not _task_finished(current := self.status(session_id), task_id):
+            if time.monotonic() > deadline:
+                raise LanesTimeout(f"task {task_id} did not end within {timeout:.0f}s")
+            time.sleep(poll)
+        return current
+
+    def stream_events(self, session_id: str, *, after: int = 0, timeout: float | None = None) -> Iterator[EventOut]:
+        """Events as they are logged (server-sent events), reconnecting with ``Last-Event-ID``
+        when the connection drops; ends when ``timeout`` seconds pass (never when None)."""
+        stream = EventStream(session_id, after, timeout, self.retry)
+        while True:
+            failure: BaseException | None = None
+            try:
+                with connect_sse(self._http, "GET", stream.path, **stream.request()) as source:
+                    if source.response.status_code >= 400:
+                        source.response.read()
+                        raise error_from_response(source.response)
+                    for sse in source.iter_sse():
+                        if (event := stream.accept(sse)) is not None:
+                            yield event
+            except (httpx.TransportError, LanesAPIError) as exc:
+                failure = exc
+            except SSEError as exc:
+                raise LanesError(f"{stream.path} is not an event stream: {exc}") from None
+            wait = stream.reconnect_after(failure)
+            if wait is None:
+                return
+            time.sleep(wait)

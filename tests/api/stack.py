@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from lanes_client.client import LanesClient
+from lanes_client import AsyncLanesClient
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.replay.model_server import ReplayModelServer
@@ -114,8 +114,8 @@ class ApiStack:
     def base_url(self) -> str:
         return self.server.base_url
 
-    def client(self, token: str | None = TOKEN_A) -> LanesClient:
-        return LanesClient(self.base_url, token, timeout=120)
+    def client(self, token: str | None = TOKEN_A) -> AsyncLanesClient:
+        return AsyncLanesClient(self.base_url, token, timeout=120)
 
 
 _shared: dict[str, object] = {}
@@ -150,13 +150,13 @@ def api_stack(api_settings: Settings) -> Iterator[ApiStack]:
 
 
 @pytest.fixture(scope="session")
-async def client_a(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
+async def client_a(api_stack: ApiStack) -> AsyncIterator[AsyncLanesClient]:
     async with api_stack.client(TOKEN_A) as client:
         yield client
 
 
 @pytest.fixture(scope="session")
-async def client_b(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
+async def client_b(api_stack: ApiStack) -> AsyncIterator[AsyncLanesClient]:
     async with api_stack.client(TOKEN_B) as client:
         yield client
 

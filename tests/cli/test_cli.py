@@ -141,9 +141,9 @@ def test_chat_sends_messages_and_shows_the_agent_working(env, client_a, trajecto
 
 
 async def _new_hosted(env, trajectory, replay) -> str:
-    from lanes_client.client import LanesClient
+    from lanes_client import AsyncLanesClient
 
-    async with LanesClient(env["LANES_API_URL"], env["LANES_API_TOKEN"]) as client:
+    async with AsyncLanesClient(env["LANES_API_URL"], env["LANES_API_TOKEN"]) as client:
         created = await client.create_session(**replay_body(trajectory, replay, budget_tokens=4000))
         return created.session_id
 
