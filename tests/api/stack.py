@@ -9,6 +9,7 @@ the server is shared by all of them (started once per test session).
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import uuid
@@ -26,8 +27,13 @@ from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 
 __all__ = [
-    "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a", "client_b", "replay", "trajectory",
+    "CHECKOUT_PYTHONPATH", "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a", "client_b", "replay", "trajectory",
 ]
+
+# PYTHONPATH for a subprocess running this checkout: the server's packages and the client's
+# (client/, its own distribution), whatever the virtualenv has installed.
+REPO = Path(__file__).resolve().parents[2]
+CHECKOUT_PYTHONPATH = os.pathsep.join((str(REPO), str(REPO / "client")))
 
 # 16 recorded tool-calling steps, 30 k characters of tool output (largest 10.6 k)
 TRAJECTORY = SHORT_TRAJECTORY
