@@ -136,9 +136,15 @@ class _Config:
         self.timeout = timeout
         self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
 
-    def check(self, call: Call[Any], response: httpx.Response) -> None:
+    def answer(self, call: Call[R], response: httpx.Response) -> R:
+        """The parsed answer, or the typed error of an error status."""
         if response.status_code >= 400 and response.status_code not in call.accept:
             raise error_from_response(response)
+        try:
+            return call.parse(response.json())
+        except ValueError as exc:  # not JSON, or not the shape expected (pydantic's error is a ValueError)
+            raise LanesError(f"unexpected answer to {call.method} {call.path} (HTTP {response.status_code}): "
+                             f"{exc}") from exc
 
     def give_up(self, retry: int, failure: BaseException, call: Call[Any], started: float) -> float:
         """The wait before the next attempt, or raise the typed error when there is none."""
@@ -178,8 +184,7 @@ class AsyncLanesClient(_Calls, _Config):
             try:
                 response = await self._http.request(call.method, call.path, params=call.query, json=call.json,
                                                     headers=dict(call.headers))
-                self.check(call, response)
-                return call.parse(response.json())
+                return self.answer(call, response)
             except (httpx.TransportError, LanesAPIError) as exc:
                 wait = self.give_up(retry, exc, call, started)
             except httpx.HTTPError as exc:  # not a transport failure (decoding, redirects): no retry
@@ -254,8 +259,7 @@ class LanesClient(_Calls, _Config):
             try:
                 response = self._http.request(call.method, call.path, params=call.query, json=call.json,
                                               headers=dict(call.headers))
-                self.check(call, response)
-                return call.parse(response.json())
+                return self.answer(call, response)
             except (httpx.TransportError, LanesAPIError) as exc:
                 wait = self.give_up(retry, exc, call, started)
             except httpx.HTTPError as exc:
