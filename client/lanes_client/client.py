@@ -31,10 +31,15 @@ from httpx_sse import SSEError, aconnect_sse, connect_sse
 from lanes_client import endpoints as api
 from lanes_client.endpoints import Call, Pages
 from lanes_client.errors import LanesAPIError, LanesError, LanesTimeout, error_from_response
+from lanes_client.items import assistant_item, note_item, tool_result_item, user_item
 from lanes_client.retry import RetryPolicy
 from lanes_client.schemas import EventOut
 from lanes_client.shapes import SessionStatus
 from lanes_client.stream import EventStream, public_error
+
+# Importable from here too, as from the earlier one-module client (``from lanes_client.client import ...``).
+__all__ = ["DEFAULT_URL", "AsyncLanesClient", "LanesAPIError", "LanesClient", "assistant_item", "note_item",
+           "tool_result_item", "user_item"]
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_TIMEOUT = 90.0  # a call waits on the session's workflow (an update can take a while)
