@@ -8,11 +8,12 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: run test lint bench test-tools clean
 
-# Create the virtualenv and install the project with its test and local extras.
-$(STAMP): pyproject.toml
+# Create the virtualenv and install the project with its test and local extras, and the
+# client (client/, its own distribution, which the server's API imports its schemas from).
+$(STAMP): pyproject.toml client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,local]'
+	$(PY) -m pip install --quiet -e ./client -e '.[test,local]'
 	touch $(STAMP)
 
 # The main job: a local stack (Temporal dev server, PostgreSQL, a worker, the replay

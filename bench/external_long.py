@@ -31,7 +31,7 @@ from pathlib import Path
 
 import _results
 
-from lanes_client.client import LanesClient, assistant_item, tool_result_item, user_item
+from lanes_client import AsyncLanesClient, assistant_item, tool_result_item, user_item
 from lanes_client.schemas import ItemIn
 from worker.local.stack import Stack, free_port
 from worker.settings import Settings
@@ -53,7 +53,7 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(pct / 100 * len(ordered)) - 1))] if ordered else 0.0
 
 
-async def long_session(client: LanesClient, steps: int) -> tuple[str, list[float]]:
+async def long_session(client: AsyncLanesClient, steps: int) -> tuple[str, list[float]]:
     sid = (await client.create_session(mode="external", budget_tokens=BUDGET, system_prompt="You read files.")).session_id
     await client.step(sid, [user_item("Read every part and summarise.")], step_id="0")
     latencies = []
@@ -68,7 +68,7 @@ async def long_session(client: LanesClient, steps: int) -> tuple[str, list[float
     return sid, latencies
 
 
-async def compare(client: LanesClient, steps: int) -> dict[str, list[float]]:
+async def compare(client: AsyncLanesClient, steps: int) -> dict[str, list[float]]:
     one = (await client.create_session(mode="external", budget_tokens=BUDGET)).session_id
     two = (await client.create_session(mode="external", budget_tokens=BUDGET)).session_id
     await client.step(one, [user_item("go")])
@@ -104,7 +104,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         stack.spawn("api", [sys.executable, "-m", "worker.api.main"], env=env)
         settings = Settings(temporal_address=stack.temporal_address, database_url=stack.dsn,
                             data_dir=Path(tmp) / "data")
-        async with LanesClient(f"http://127.0.0.1:{port}", TOKEN, timeout=120) as client:
+        async with AsyncLanesClient(f"http://127.0.0.1:{port}", TOKEN, timeout=120) as client:
             for _ in range(300):
                 try:
                     await client.ready()

@@ -28,7 +28,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from lanes_client.client import LanesClient, assistant_item, tool_result_item, user_item
+from lanes_client import AsyncLanesClient, assistant_item, tool_result_item, user_item
 
 OUTPUT_LIMIT = 200_000  # characters of one tool output; larger output is cut (the API stores it exactly)
 SYSTEM_PROMPT = ("You are a careful coding agent working in a project directory. Use the tools; when the task "
@@ -53,7 +53,7 @@ TOOLS = [
 ]
 
 
-async def run_agent(task: str, lanes: LanesClient, model: openai.AsyncOpenAI, *, model_name: str,
+async def run_agent(task: str, lanes: AsyncLanesClient, model: openai.AsyncOpenAI, *, model_name: str,
                     workdir: Path, budget_tokens: int | None = None, max_turns: int = 50) -> tuple[str, str]:
     """Run ``task`` to its final answer; returns (session id, answer)."""
     session = await lanes.create_session(mode="external", model=model_name, budget_tokens=budget_tokens,
@@ -78,7 +78,7 @@ async def run_agent(task: str, lanes: LanesClient, model: openai.AsyncOpenAI, *,
     return sid, f"(stopped after {max_turns} turns)"
 
 
-async def run_tool(name: str, arguments: str, workdir: Path, lanes: LanesClient, sid: str) -> tuple[str, int]:
+async def run_tool(name: str, arguments: str, workdir: Path, lanes: AsyncLanesClient, sid: str) -> tuple[str, int]:
     """(output, exit code) of one tool call; a failure is an answer for the model, not an exception."""
     try:
         args = json.loads(arguments or "{}")
@@ -114,7 +114,7 @@ async def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=None, help="working-set budget in tokens")
     args = parser.parse_args(argv)
     model = openai.AsyncOpenAI()  # OPENAI_BASE_URL / OPENAI_API_KEY
-    async with LanesClient() as lanes:  # LANES_API_URL / LANES_API_TOKEN
+    async with AsyncLanesClient() as lanes:  # LANES_API_URL / LANES_API_TOKEN
         sid, answer = await run_agent(args.task, lanes, model, model_name=args.model, workdir=args.workdir,
                                       budget_tokens=args.budget)
     print(f"session {sid}\n{answer}")

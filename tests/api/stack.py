@@ -9,6 +9,7 @@ the server is shared by all of them (started once per test session).
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import uuid
@@ -19,15 +20,20 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from lanes_client.client import LanesClient
+from lanes_client import AsyncLanesClient
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 
 __all__ = [
-    "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a", "client_b", "replay", "trajectory",
+    "CHECKOUT_PYTHONPATH", "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a", "client_b", "replay", "trajectory",
 ]
+
+# PYTHONPATH for a subprocess running this checkout: the server's packages and the client's
+# (client/, its own distribution), whatever the virtualenv has installed.
+REPO = Path(__file__).resolve().parents[2]
+CHECKOUT_PYTHONPATH = os.pathsep.join((str(REPO), str(REPO / "client")))
 
 # 16 recorded tool-calling steps, 30 k characters of tool output (largest 10.6 k)
 TRAJECTORY = SHORT_TRAJECTORY
@@ -114,8 +120,8 @@ class ApiStack:
     def base_url(self) -> str:
         return self.server.base_url
 
-    def client(self, token: str | None = TOKEN_A) -> LanesClient:
-        return LanesClient(self.base_url, token, timeout=120)
+    def client(self, token: str | None = TOKEN_A) -> AsyncLanesClient:
+        return AsyncLanesClient(self.base_url, token, timeout=120)
 
 
 _shared: dict[str, object] = {}
@@ -150,13 +156,13 @@ def api_stack(api_settings: Settings) -> Iterator[ApiStack]:
 
 
 @pytest.fixture(scope="session")
-async def client_a(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
+async def client_a(api_stack: ApiStack) -> AsyncIterator[AsyncLanesClient]:
     async with api_stack.client(TOKEN_A) as client:
         yield client
 
 
 @pytest.fixture(scope="session")
-async def client_b(api_stack: ApiStack) -> AsyncIterator[LanesClient]:
+async def client_b(api_stack: ApiStack) -> AsyncIterator[AsyncLanesClient]:
     async with api_stack.client(TOKEN_B) as client:
         yield client
 

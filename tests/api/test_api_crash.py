@@ -14,6 +14,7 @@ import uuid
 
 import httpx
 
+from tests.api.stack import CHECKOUT_PYTHONPATH
 from tests.integration.support import REPO
 from worker.local.stack import free_port
 
@@ -24,7 +25,7 @@ def _start_api(api_settings, port: int) -> subprocess.Popen:
     env = {**os.environ, "TEMPORAL_ADDRESS": api_settings.temporal_address,
            "DATABASE_URL": api_settings.database_url or "", "LANES_TASK_QUEUE": api_settings.task_queue,
            "LANES_DATA_DIR": str(api_settings.data_dir), "LANES_API_PORT": str(port),
-           "LANES_API_TOKENS": f"crash-tenant:{TOKEN}", "PYTHONPATH": str(REPO)}
+           "LANES_API_TOKENS": f"crash-tenant:{TOKEN}", "PYTHONPATH": CHECKOUT_PYTHONPATH}
     return subprocess.Popen([sys.executable, "-m", "worker.api.main", "--log-level", "warning"], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from lanes_client.client import LanesAPIError, assistant_item, tool_result_item, user_item
+from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 from recordings import recorded_outputs
 from tests.api.stack import replay_body
 from tests.integration.test_worker_crash import comparable

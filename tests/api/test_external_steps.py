@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lanes_client.client import LanesAPIError, assistant_item, tool_result_item, user_item
+from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 
 
 def _call(call_id: str, command: str = "ls") -> dict:

@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from lanes_client.client import tool_result_item, user_item
+from lanes_client import tool_result_item, user_item
 from tests.api.stack import replay_body
 
 EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 import pytest
 
-from lanes_client.client import LanesAPIError
+from lanes_client import LanesAPIError
 from tests.api.stack import TRAJECTORY, replay_body
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from lanes_client.client import LanesAPIError, assistant_item, tool_result_item, user_item
+from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 
 BODIES = {
     "/v1/sessions/{session_id}/cancel": {"action": "terminate", "reason": "hijack"},

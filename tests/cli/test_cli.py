@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.stack import replay_body
+from tests.api.stack import CHECKOUT_PYTHONPATH, replay_body
 
 REPO = Path(__file__).resolve().parents[2]
 LANES = shutil.which("lanes", path=str(Path(sys.executable).parent))
@@ -37,7 +37,7 @@ def env(api_stack, tmp_path_factory) -> dict[str, str]:
         "LANES_API_TOKEN": api_stack.token_a,
         "LANES_DATA_DIR": str(tmp_path_factory.mktemp("cli-data")),
         "COLUMNS": "200",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": CHECKOUT_PYTHONPATH,
     }
 
 
@@ -141,9 +141,9 @@ def test_chat_sends_messages_and_shows_the_agent_working(env, client_a, trajecto
 
 
 async def _new_hosted(env, trajectory, replay) -> str:
-    from lanes_client.client import LanesClient
+    from lanes_client import AsyncLanesClient
 
-    async with LanesClient(env["LANES_API_URL"], env["LANES_API_TOKEN"]) as client:
+    async with AsyncLanesClient(env["LANES_API_URL"], env["LANES_API_TOKEN"]) as client:
         created = await client.create_session(**replay_body(trajectory, replay, budget_tokens=4000))
         return created.session_id
 
@@ -183,7 +183,7 @@ def test_lanes_api_serves_with_a_generated_token(api_settings, tmp_path):
     env.update({
         "TEMPORAL_ADDRESS": api_settings.temporal_address, "DATABASE_URL": api_settings.database_url or "",
         "LANES_TASK_QUEUE": api_settings.task_queue, "LANES_DATA_DIR": str(tmp_path), "LANES_API_PORT": str(port),
-        "LANES_API_URL": f"http://127.0.0.1:{port}", "PYTHONPATH": str(REPO), "COLUMNS": "200",
+        "LANES_API_URL": f"http://127.0.0.1:{port}", "PYTHONPATH": CHECKOUT_PYTHONPATH, "COLUMNS": "200",
     })
     server = subprocess.Popen(lanes_command("api", "--log-level", "warning"), env=env, cwd=REPO,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -87,7 +87,7 @@ def test_third_party_packages_come_only_from_the_lock(dockerfile):
             continue
         for target in targets:
             pinned = re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][\w.]*", target)
-            local = target == "." or target.startswith("/") or target.endswith(".whl")
+            local = target == "." or target.startswith(("/", "./")) or target.endswith(".whl")
             assert pinned or local, f"{stage}: pip {sub} of unpinned {target!r}"
             if local and sub == "install":
                 assert "--no-deps" in args, f"{cmd}: the project must install with --no-deps"
@@ -101,6 +101,20 @@ def _is_option_value(args: list[str], value: str) -> bool:
     i = args.index(value)
     return i > 0 and args[i - 1] in ("--requirement", "-r", "--find-links", "--wheel-dir", "-w", "--python",
                                      "-c", "--constraint")
+
+
+def test_the_image_has_the_server_and_its_client(dockerfile):
+    """The API imports its wire schemas from the client distribution (client/): the image
+    builds a wheel of each and installs both."""
+    (build,) = [s for s in dockerfile.stages if s is not dockerfile.final]
+    copied = {ins.words()[0] for ins in build.all("COPY")}
+    assert {"client", "workflows", "activities", "worker", "pyproject.toml"} <= copied
+    wheels = [cmd for ins in build.all("RUN") for cmd in _pip_commands(dockerfile.resolve(ins.args, build))
+              if "wheel" in cmd and not any(a.endswith("requirements.lock") for a in cmd)]
+    assert len(wheels) == 1 and {".", "./client"} <= set(wheels[0])
+    runtime = " ".join(dockerfile.resolve(ins.args, dockerfile.final) for ins in dockerfile.final.all("RUN"))
+    assert "/wheels/context_lanes-*.whl" in runtime and "/wheels/context_lanes_client-*.whl" in runtime
+    assert "import worker.api.app, lanes_client" in runtime
 
 
 def test_entrypoint_and_command(dockerfile):

@@ -134,7 +134,7 @@ async def test_inspector_asks_for_a_token_and_rejects_a_bad_one(browser, api_sta
 
 
 async def test_inspector_shows_episodes_of_an_external_session(browser, api_stack, client_a):
-    from lanes_client.client import assistant_item, tool_result_item, user_item
+    from lanes_client import assistant_item, tool_result_item, user_item
 
     sid = (await client_a.create_session(mode="external", system_prompt="You fix auth bugs.")).session_id
     await client_a.append_items(sid, [user_item("fix auth")])

@@ -40,6 +40,7 @@ from lanes_client.schemas import (
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import COMMON_RESPONSES, IDEMPOTENCY_KEY, ITEM_ID_PATTERN, Be, Owned
 from workflows.context import ids
+from workflows.context.content import ToolCall
 from workflows.contract import (
     AppendItemsRequest,
     CondenseRequest,
@@ -145,7 +146,7 @@ async def _external_items(be: Be, sid: str, items: list[ItemIn], key: str | None
             incoming.stored.append(content_ref)
         incoming.items.append(ExternalItem(
             kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,
-            tool_calls=item.tool_calls,
+            tool_calls=[ToolCall(**call.model_dump()) for call in item.tool_calls],  # the wire's model -> the engine's
             tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code,
             client_id=item.item_id, client_digest=digests.get(index),
         ))

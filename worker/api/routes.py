@@ -36,6 +36,7 @@ from lanes_client.schemas import (
     SessionSummary,
     WorkflowInfo,
 )
+from lanes_client.shapes import SessionStatus as WireSessionStatus
 from worker.api.agent_world import agent_definitions, recall_style, tool_set_id
 from worker.api.auth import bearer_scheme
 from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
@@ -235,8 +236,9 @@ async def get_session(row: Owned, be: Be) -> SessionInfo:
         history_length=described.history_length,
     )
     try:
-        info.status = await be.temporal(row.session_id, "report its status",
-                                        lambda h: h.query(SessionWorkflow.status), QUERY_TIMEOUT)
+        status: SessionStatus = await be.temporal(row.session_id, "report its status",
+                                                  lambda h: h.query(SessionWorkflow.status), QUERY_TIMEOUT)
+        info.status = WireSessionStatus.model_validate(status.model_dump())  # the engine's model -> the wire's
     except ApiError as exc:
         info.status_error = exc.message
     return info

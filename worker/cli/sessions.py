@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanes_client.client import DEFAULT_URL, LanesAPIError, LanesClient
+from lanes_client import DEFAULT_URL, AsyncLanesClient, LanesAPIError, LanesError
 
 EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TASK_FAILED = 1, 2, 3, 4
 LIFECYCLE_STYLE = {"pinned": "magenta", "active": "green", "retained": "yellow", "archived": "bright_black"}
@@ -69,8 +69,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def _client(args: argparse.Namespace) -> LanesClient:
-    return LanesClient(args.url, _token(args.token))
+def _client(args: argparse.Namespace) -> AsyncLanesClient:
+    return AsyncLanesClient(args.url, _token(args.token))
 
 
 def _print_json(value: Any) -> None:
@@ -91,11 +91,13 @@ def _run(prog: str, parser: argparse.ArgumentParser, argv: list[str],
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except LanesAPIError as exc:
-        where = "" if exc.status == 0 else f"HTTP {exc.status} ({exc.code}): "
-        print(f"{prog}: {where}{exc.message}", file=sys.stderr)
+        print(f"{prog}: HTTP {exc.status} ({exc.code}): {exc.message}", file=sys.stderr)
         if exc.status == 401:
             print("  (set LANES_API_TOKEN or pass --token)", file=sys.stderr)
-        return EXIT_UNREACHABLE if exc.status == 0 else EXIT_API
+        return EXIT_API
+    except LanesError as exc:  # no connection, or no answer in time (after the client's retries)
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except KeyboardInterrupt:
         return 130
 
@@ -222,7 +224,7 @@ def _send_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _final_answer(lanes: LanesClient, session: str) -> str | None:
+async def _final_answer(lanes: AsyncLanesClient, session: str) -> str | None:
     report = await lanes.context(session)
     answers = [i for i in report.items if i.kind == "assistant"]
     if not answers:
@@ -269,7 +271,7 @@ def _clip(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
 
 
-async def _last_event_id(lanes: LanesClient, session: str) -> int:
+async def _last_event_id(lanes: AsyncLanesClient, session: str) -> int:
     after = 0
     while True:
         page = await lanes.events(session, after=after, limit=1000)
@@ -278,7 +280,7 @@ async def _last_event_id(lanes: LanesClient, session: str) -> int:
             return after
 
 
-async def _show_event(lanes: LanesClient, session: str, event, out: Console) -> None:
+async def _show_event(lanes: AsyncLanesClient, session: str, event, out: Console) -> None:
     payload = event.payload
     if event.kind == "item.added":
         kind = payload.get("kind")
@@ -336,7 +338,7 @@ async def _chat(args: argparse.Namespace) -> int:
             await _follow_task(lanes, args.session, accepted.task_id, after, out)
 
 
-async def _follow_task(lanes: LanesClient, session: str, task_id: str, after: int, out: Console) -> None:
+async def _follow_task(lanes: AsyncLanesClient, session: str, task_id: str, after: int, out: Console) -> None:
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump() -> None:
@@ -366,7 +368,7 @@ async def _follow_task(lanes: LanesClient, session: str, task_id: str, after: in
                 raise streaming.exception()  # type: ignore[misc]
     finally:
         streaming.cancel()
-        with contextlib.suppress(asyncio.CancelledError, LanesAPIError):
+        with contextlib.suppress(asyncio.CancelledError, LanesError):
             await streaming
 
 
@@ -405,7 +407,7 @@ def budget_bar(tokens_by_lifecycle: dict[str, int], budget: int, width: int = BA
     return bar
 
 
-async def _print_context(lanes: LanesClient, session: str, out: Console, *, show_all: bool) -> None:
+async def _print_context(lanes: AsyncLanesClient, session: str, out: Console, *, show_all: bool) -> None:
     report = await lanes.context(session)
     table = Table("seq", "item", "kind", "state", "projection", "tokens", "reason", "episode", box=None,
                   pad_edge=False, header_style="bold")

@@ -1,6 +1,7 @@
 """Request and response bodies of the HTTP API: the server validates with them, the client
-parses with them. Pydantic only (no FastAPI, Temporal or database imports), so the client
-installs and imports without the server."""
+parses with them. Pydantic only (no FastAPI, Temporal, database or engine imports), so the
+client installs and imports without the server; the engine's shapes it needs have their
+wire models in :mod:`lanes_client.shapes`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.context.content import ToolCall
-from workflows.context.ids import MAX_SUBMIT_CHARS
-from workflows.context.memory import MemoryDoc
-from workflows.contract import CondenseStatus, SessionMode, SessionStatus
+from lanes_client.shapes import MAX_SUBMIT_CHARS, CondenseStatus, MemoryDoc, SessionMode, SessionStatus, ToolCall
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 OBS_PATTERN = r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$"
