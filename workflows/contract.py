@@ -183,6 +183,9 @@ class ExternalItem(BaseModel):
     tool_call_id: str | None = None
     tool_name: str | None = None
     exit_code: int | None = None
+    # Verbatim extras the API stored first (JSON: ``reasoning_content``, ``responses_items``):
+    # reasoning and provider items are content, never workflow state.
+    extra_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class AppendItemsRequest(BaseModel):
