@@ -40,9 +40,14 @@ FAMILY_ENCODINGS: tuple[tuple[str, str], ...] = (
     ("chatgpt-4o", "o200k_base"), ("o1", "o200k_base"), ("o3", "o200k_base"), ("o4", "o200k_base"),
     ("gpt-4", "cl100k_base"), ("gpt-3.5", "cl100k_base"), ("gpt-35", "cl100k_base"),
 )
-# Where tiktoken's own constructors download each encoding from (their cache key is its sha1).
-_BLOB_URLS = {name: f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
-              for name in ("r50k_base", "p50k_base", "cl100k_base", "o200k_base")}
+# tiktoken's own constructors: the URL each encoding is downloaded from (its sha1 is the
+# cache key) and the file's sha256 (a cached file that differs would be downloaded again).
+_BLOBS = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "p50k_base": "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+    "r50k_base": "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+}
 _OFFLINE_ALIASES = {"cl100k_base": FALLBACK_ENCODING}
 # Chat formats spend a few tokens per message on role and separators.
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -56,6 +61,7 @@ class Tokenizer:
     model: str | None
     encoding: str  # the model's own (tiktoken's or the family table), else DEFAULT_ENCODING
     loaded: str  # the encoding counting: ``encoding`` when available offline, else cl100k_base
+    offline_name: str  # the name tiktoken loads it under without a download
     own: bool  # ``encoding`` is the model's own (tiktoken or an OpenAI family knows it)
 
     @property
@@ -94,13 +100,18 @@ def _offline_name(encoding: str) -> str | None:
     alias = _OFFLINE_ALIASES.get(encoding)
     if alias is not None and alias in tiktoken.registry.list_encoding_names():
         return alias
-    url = _BLOB_URLS.get(encoding)
-    if url is None:
+    expected = _BLOBS.get(encoding)
+    if expected is None:
         return None
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{encoding}.tiktoken"
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or os.path.join(
         tempfile.gettempdir(), "data-gym-cache")
-    cached = os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest())
-    return encoding if os.path.exists(cached) else None
+    try:
+        with open(os.path.join(cache_dir, hashlib.sha1(url.encode()).hexdigest()), "rb") as cached:
+            intact = hashlib.sha256(cached.read()).hexdigest() == expected
+    except OSError:
+        return None
+    return encoding if intact else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -109,12 +120,8 @@ def tokenizer_for(model: str | None) -> Tokenizer:
     encoding, own = model_encoding(model)
     offline = _offline_name(encoding)
     if offline is not None:
-        try:
-            _encoding(offline)
-            return Tokenizer(model, encoding, encoding, own)
-        except Exception:  # an unreadable cache entry: count with the bundled encoding
-            pass
-    return Tokenizer(model, encoding, "cl100k_base", own)
+        return Tokenizer(model, encoding, encoding, offline, own)
+    return Tokenizer(model, encoding, "cl100k_base", FALLBACK_ENCODING, own)
 
 
 @functools.lru_cache(maxsize=8)
@@ -124,7 +131,7 @@ def _encoding(offline_name: str) -> tiktoken.Encoding:
 
 def encoding_for(model: str | None) -> tiktoken.Encoding:
     """The encoding counting ``model``'s tokens (see the module docstring)."""
-    return _encoding(_offline_name(tokenizer_for(model).loaded) or FALLBACK_ENCODING)
+    return _encoding(tokenizer_for(model).offline_name)
 
 
 def count_tokens(text: str, model: str | None = None) -> int:
