@@ -42,6 +42,7 @@ from lanes_client.schemas import (
     StoredItemPage,
     ToolCallIn,
 )
+from workflows.context.formats.request_formats import RequestFormat
 from workflows.context.report import ContextReport
 from workflows.contract import ChildLane, SessionStatus, SpawnResult
 
@@ -165,21 +166,31 @@ class LanesClient:
 
     # --- external-agent mode ------------------------------------------------------------
 
-    async def append_items(self, session_id: str, items: Iterable[ItemIn | Mapping[str, Any]], *,
-                           idempotency_key: str | None = None) -> AppendItemsOut:
-        body = {"items": [i.model_dump(exclude_none=True) if isinstance(i, ItemIn) else dict(i) for i in items]}
+    async def append_items(self, session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
+                           idempotency_key: str | None = None,
+                           responses_items: Iterable[Mapping[str, Any]] = ()) -> AppendItemsOut:
+        """Append ``items``, or ``responses_items`` (OpenAI Responses API input items, stored verbatim)."""
+        body: dict[str, Any] = {"items": [i.model_dump(exclude_none=True) if isinstance(i, ItemIn) else dict(i)
+                                          for i in items]}
+        if responses_items:
+            body["responses_items"] = [dict(i) for i in responses_items]
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return await self._call("POST", f"/v1/sessions/{session_id}/items", AppendItemsOut, json_body=body,
                                 headers=headers)
 
-    async def next_request(self, session_id: str) -> PreparedRequestOut:
-        return await self._call("GET", f"/v1/sessions/{session_id}/request", PreparedRequestOut)
+    async def next_request(self, session_id: str, *, format: RequestFormat = "chat") -> PreparedRequestOut:
+        """The next request, as ``format`` (chat, responses or anthropic) lays it out."""
+        return await self._call("GET", f"/v1/sessions/{session_id}/request", PreparedRequestOut,
+                                params={"format": format})
 
     async def step(self, session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
-                   step_id: str | None = None) -> StepOut:
-        """One round trip per agent step: append ``items``, get the next request."""
+                   step_id: str | None = None, responses_items: Iterable[Mapping[str, Any]] = (),
+                   format: RequestFormat = "chat") -> StepOut:
+        """One round trip per agent step: append ``items`` (or ``responses_items``), get the next request."""
         body: dict[str, Any] = {"items": [i.model_dump(exclude_none=True) if isinstance(i, ItemIn) else dict(i)
-                                          for i in items]}
+                                          for i in items], "format": format}
+        if responses_items:
+            body["responses_items"] = [dict(i) for i in responses_items]
         if step_id is not None:
             body["step_id"] = step_id
         return await self._call("POST", f"/v1/sessions/{session_id}/steps", StepOut, json_body=body)
