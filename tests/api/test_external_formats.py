@@ -143,5 +143,5 @@ async def test_bad_items_are_refused_naming_what_is_wrong_and_change_nothing(cli
 async def test_an_unknown_format_is_refused(client_a):
     sid = (await client_a.create_session(mode="external")).session_id
     with pytest.raises(LanesAPIError) as raised:
-        await client_a.next_request(sid, format="gemini")  # type: ignore[arg-type]
+        await client_a.next_request(sid, format="gemini")
     assert raised.value.status == 422 and "format" in raised.value.message
