@@ -196,7 +196,7 @@ def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem |
         seq=item.seq,
         kind=item.kind,
         role=item.role,
-        content={"content": content.model_dump(mode="json"), "meta": item.model_dump(mode="json")},
+        content={"content": content.stored_fields(), "meta": item.model_dump(mode="json")},
     )
 
 
@@ -329,13 +329,14 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
     measured: list[tuple[Item, ItemContent]] = []
     texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
+    extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
     await _check_client_ids(store, inp.session_id, inp.items, item_ids)
     for offset, ext in enumerate(inp.items):
         seq = inp.first_seq + offset
         item_id = item_ids[offset]
         text = texts[offset]
         content = ItemContent(text=text or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
-                              tool_name=ext.tool_name)
+                              tool_name=ext.tool_name, **extras[offset])
         calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
         item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
                     task=inp.task_id)
@@ -376,3 +377,17 @@ async def _external_text(store: Store, session_id: str, ext: ExternalItem) -> st
         return await read_whole(store, session_id, ext.content_ref)
     except ObservationNotFound:
         raise rejections.invalid_input(f"content_ref {ext.content_ref} is not stored for this session") from None
+
+
+EXTRA_FIELDS = ("reasoning_content", "responses_items")
+
+
+async def _external_extras(store: Store, session_id: str, ext: ExternalItem) -> dict:
+    """The verbatim extras (reasoning, Responses items) the API stored for an item, as content fields."""
+    if ext.extra_ref is None:
+        return {}
+    try:
+        stored = json.loads(await read_whole(store, session_id, ext.extra_ref))
+    except ObservationNotFound:
+        raise rejections.invalid_input(f"extra_ref {ext.extra_ref} is not stored for this session") from None
+    return {name: stored[name] for name in EXTRA_FIELDS if stored.get(name)}

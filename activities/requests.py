@@ -10,16 +10,18 @@ between compactions a request only grows at its end, so history grows by O(1) pe
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
 from activities.items import load_items
 from activities.store import Store
 from activities.tokens import count_message_tokens, count_tool_definitions
+from workflows.context.content import ItemContent
+from workflows.context.formats.request_formats import FormattedRequest, RequestFormat, format_request
 from workflows.context.items import Projection
 from workflows.context.observations import RecallStyle
-from workflows.context.render import Entries, render_messages
+from workflows.context.render import Entries, Rendered, render_messages, render_turns
 from workflows.tools import tool_specs
 
 PlanEntries = list[tuple[str, Projection]]
@@ -62,10 +64,16 @@ class Request:
     message_tokens: list[int]  # one count per message
     tool_tokens: int  # the tool definitions
     stable_prefix_messages: int  # leading messages that stay byte-identical until the next compaction
+    turns: list[Rendered] = field(default_factory=list)  # the messages with the entry each renders
+    contents: dict[str, ItemContent] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
         return sum(self.message_tokens) + self.tool_tokens
+
+    def formatted(self, fmt: RequestFormat) -> FormattedRequest:
+        """This request as ``fmt`` asks (the counts stay the chat rendering's: same text)."""
+        return format_request(fmt, self.turns, self.contents, self.tools, self.stable_prefix_messages)
 
 
 async def materialise(store: Store, session_id: str, entries: Entries, *, preview_chars: int, tools: list[str],
@@ -79,7 +87,8 @@ async def materialise(store: Store, session_id: str, entries: Entries, *, previe
     Raises LookupError when an entry's item or the tool set is not stored.
     """
     items, contents = await load_items(store, session_id, list(dict.fromkeys(item_id for item_id, _ in entries)))
-    messages = render_messages(entries, items, contents, preview_chars, recall)
+    turns = render_turns(entries, items, contents, preview_chars, recall)
+    messages = [turn.message for turn in turns]
     specs = tool_specs(tools) + (await store.get_tool_set(session_id, tool_set) if tool_set else [])
     stable = 0
     if stable_prefix_entries:
@@ -92,4 +101,4 @@ async def materialise(store: Store, session_id: str, entries: Entries, *, previe
 
     message_tokens, tool_tokens = await asyncio.to_thread(count)
     return Request(messages=messages, tools=specs, message_tokens=message_tokens, tool_tokens=tool_tokens,
-                   stable_prefix_messages=stable)
+                   stable_prefix_messages=stable, turns=turns, contents=contents)

@@ -196,6 +196,9 @@ class ExternalItem(BaseModel):
     # so the same id sent again is recognised and another content under it refused.
     client_id: str | None = Field(default=None, min_length=1, max_length=200)
     client_digest: str | None = Field(default=None, max_length=128)
+    # Verbatim extras the API stored first (JSON: ``reasoning_content``, ``responses_items``):
+    # reasoning and provider items are content, never workflow state.
+    extra_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class AppendItemsRequest(BaseModel):

@@ -59,7 +59,9 @@ class RecentCalls(BaseModel):
 def items_digest(items: list[ExternalItem]) -> str:
     """What a call asked, for comparing a repeated key (the API sends a digest of the whole
     body instead: content stored by reference is compared by its text, not its address)."""
-    body = json.dumps([i.model_dump(mode="json") for i in items], sort_keys=True, ensure_ascii=False)
+    # a field added later is left out while unset, so calls recorded before it keep their digest
+    body = json.dumps([i.model_dump(mode="json", exclude=set() if i.extra_ref else {"extra_ref"}) for i in items],
+                      sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 

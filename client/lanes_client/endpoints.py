@@ -40,7 +40,7 @@ from lanes_client.schemas import (
     StoredItemOut,
     StoredItemPage,
 )
-from lanes_client.shapes import ChildLane, ContextReport, SessionStatus, SpawnResult
+from lanes_client.shapes import ChildLane, ContextReport, RequestFormat, SessionStatus, SpawnResult
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -143,22 +143,31 @@ def send_message(session_id: str, text: str) -> Call[MessageAccepted]:
 # --- external-agent mode ------------------------------------------------------------------
 
 
-def append_items(session_id: str, items: Iterable[ItemIn | Mapping[str, Any]], *,
-                 idempotency_key: str | None = None) -> Call[AppendItemsOut]:
-    """Append items; ``idempotency_key`` (default: a new one per call) makes retries safe."""
-    return Call("POST", session_path(session_id, "items"), _model(AppendItemsOut), json={"items": _items_body(items)},
+def append_items(session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
+                 idempotency_key: str | None = None,
+                 responses_items: Iterable[Mapping[str, Any]] = ()) -> Call[AppendItemsOut]:
+    """Append ``items``, or ``responses_items`` (OpenAI Responses API input items, stored
+    verbatim); ``idempotency_key`` (default: a new one per call) makes retries safe."""
+    body: dict[str, Any] = {"items": _items_body(items)}
+    if responses := [dict(i) for i in responses_items]:
+        body["responses_items"] = responses
+    return Call("POST", session_path(session_id, "items"), _model(AppendItemsOut), json=body,
                 headers={"Idempotency-Key": idempotency_key or new_key()})
 
 
-def next_request(session_id: str) -> Call[PreparedRequestOut]:
-    return Call("GET", session_path(session_id, "request"), _model(PreparedRequestOut))
+def next_request(session_id: str, *, format: RequestFormat = "chat") -> Call[PreparedRequestOut]:
+    """The next request, as ``format`` (chat, responses or anthropic) lays it out."""
+    return Call("GET", session_path(session_id, "request"), _model(PreparedRequestOut), params={"format": format})
 
 
 def step(session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
-         step_id: str | None = None) -> Call[StepOut]:
-    """One round trip per agent step: append ``items``, get the next request. ``step_id``
-    (default: a new one per call) makes retries safe."""
-    body = {"items": _items_body(items), "step_id": step_id or new_key()}
+         step_id: str | None = None, responses_items: Iterable[Mapping[str, Any]] = (),
+         format: RequestFormat = "chat") -> Call[StepOut]:
+    """One round trip per agent step: append ``items`` (or ``responses_items``), get the next
+    request as ``format`` lays it out. ``step_id`` (default: a new one per call) makes retries safe."""
+    body: dict[str, Any] = {"items": _items_body(items), "step_id": step_id or new_key(), "format": format}
+    if responses := [dict(i) for i in responses_items]:
+        body["responses_items"] = responses
     return Call("POST", session_path(session_id, "steps"), _model(StepOut), json=body)
 
 

@@ -8,9 +8,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lanes_client.shapes import MAX_SUBMIT_CHARS, CondenseStatus, MemoryDoc, SessionMode, SessionStatus, ToolCall
+from lanes_client.responses_items import ResponsesItemIn
+from lanes_client.shapes import (
+    MAX_SUBMIT_CHARS,
+    CondenseStatus,
+    MemoryDoc,
+    RequestFormat,
+    SessionMode,
+    SessionStatus,
+    ToolCall,
+)
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 OBS_PATTERN = r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -188,10 +197,35 @@ class ItemIn(Strict):
     item_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                                 description="your own id of the item, unique in the session: sent again with "
                                 "the same content it is recognised (not stored twice), with other content 409")
+    reasoning_content: str | None = Field(
+        None, max_length=MAX_ITEM_CHARS,
+        description="assistant items: the model's chat-style reasoning (DeepSeek, Kimi...), stored verbatim and "
+                    "passed back as reasoning_content (format=chat) while this turn is kept at full fidelity")
+
+    @model_validator(mode="after")
+    def _reasoning_of_an_answer(self) -> ItemIn:
+        if self.reasoning_content is not None and (self.role or self.kind) != "assistant":
+            raise ValueError("reasoning_content belongs to an assistant item")
+        return self
+
+
+RESPONSES_ITEMS_DESCRIPTION = (
+    "instead of items: OpenAI Responses API input items (a Responses request's input, or a response's output): "
+    "message (input_text/output_text/refusal parts, or {role, content: str}), function_call, function_call_output, "
+    "reasoning. Each run of assistant-side items (reasoning, assistant message, function_call) is stored as one "
+    "assistant turn, all of them verbatim; a reasoning item belongs to the turn it precedes or accompanies")
 
 
 class AppendItemsIn(Strict):
-    items: list[ItemIn] = Field(min_length=1, max_length=100)
+    items: list[ItemIn] = Field(default_factory=list, max_length=100)
+    responses_items: list[ResponsesItemIn] = Field(default_factory=list, max_length=400,
+                                                   description=RESPONSES_ITEMS_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _one_list(self) -> AppendItemsIn:
+        if bool(self.items) == bool(self.responses_items):
+            raise ValueError("give items or responses_items (one of them, not empty)")
+        return self
 
 
 class AppendItemsOut(BaseModel):
@@ -208,6 +242,15 @@ class StepIn(Strict):
 
     step_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
     items: list[ItemIn] = Field(default_factory=list, max_length=100)
+    responses_items: list[ResponsesItemIn] = Field(default_factory=list, max_length=400,
+                                                   description=RESPONSES_ITEMS_DESCRIPTION)
+    format: RequestFormat = Field("chat", description="the format of the request returned (see GET /request)")
+
+    @model_validator(mode="after")
+    def _one_list(self) -> StepIn:
+        if self.items and self.responses_items:
+            raise ValueError("give items or responses_items, not both")
+        return self
 
 
 class StoredItemOut(BaseModel):
@@ -225,6 +268,9 @@ class StoredItemOut(BaseModel):
     tool_call_id: str | None = None
     observation_id: str | None = None
     client_id: str | None = None  # your item_id, when you gave one
+    reasoning_content: str | None = None  # as appended (assistant items)
+    responses_items: list[dict[str, Any]] = Field(
+        default_factory=list, description="the Responses API items this item was appended as, verbatim")
 
 
 class StoredItemPage(BaseModel):
@@ -269,19 +315,36 @@ class PlanEntryOut(BaseModel):
 
 
 class PreparedRequestOut(BaseModel):
-    """The exact request to send next: messages materialised from PostgreSQL."""
+    """The exact request to send next, materialised from PostgreSQL in the format asked for:
+
+    - ``chat`` (Chat Completions): ``messages``, ``tools`` (``{type: function, function}``);
+    - ``responses`` (Responses API): ``instructions`` (the system prompt), ``input`` items,
+      ``tools`` (flat ``{type, name, description, parameters, strict}``); reasoning items
+      passed back verbatim right before their turn while it is kept at full fidelity;
+    - ``anthropic`` (Messages API): ``system`` blocks, ``messages`` (tool_use/tool_result
+      blocks, consecutive same-role turns merged), ``tools`` (``{name, description,
+      input_schema}``), with ``cache_control`` breakpoints at the end of the stable segment,
+      of the unchanged history prefix and of the request (``cache_breakpoints``).
+    """
 
     session_id: str
     model: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]]  # the session's tool definitions (OpenAI function form)
-    token_estimate: int  # tiktoken count of messages + tool definitions
+    format: RequestFormat = "chat"
+    messages: list[dict[str, Any]]  # chat messages (format chat) or Anthropic messages (format anthropic)
+    tools: list[dict[str, Any]]  # the session's tool definitions, in the format's form
+    input: list[dict[str, Any]] = Field(default_factory=list)  # format responses
+    instructions: str | None = None  # format responses
+    system: list[dict[str, Any]] | None = None  # format anthropic
+    # format anthropic: indices in the chat rendering of the messages whose end is a cache breakpoint
+    cache_breakpoints: list[int] = Field(default_factory=list)
+    token_estimate: int  # tiktoken count of the chat rendering (the same text in every format) + tool definitions
+    tokenizer: str = ""  # the encoding counting, and why it is an estimate when it is
     plan_tokens: int  # the engine's conversation tokens for this plan
     budget: int
     fits: bool
     reason: str = ""
     stable_prefix_entries: int  # plan entries laid out at the last layout change
-    stable_prefix_messages: int  # leading messages byte-identical until the next compaction
+    stable_prefix_messages: int  # leading chat messages byte-identical until the next compaction
     stable_prefix_tokens: int
     entries: list[PlanEntryOut]
 

@@ -22,6 +22,7 @@ ChildLaneState = Literal["running", "completed", "blocked", "failed", "abandoned
 CondenseStatus = Literal["accepted", "rejected", "no-op"]
 EpisodeKind = Literal["exploration", "action"]
 EpisodeStatus = Literal["active", "completed", "abandoned", "archived"]
+RequestFormat = Literal["chat", "responses", "anthropic"]  # the shapes GET /request lays a request out in
 
 
 class Strict(BaseModel):

@@ -19,8 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENT = REPO / "client"
 SERVER_MODULES = ("temporalio", "fastapi", "asyncpg", "tiktoken", "openai", "uvicorn", "workflows", "activities",
                   "worker", "recordings")
+# Every module but the framework integrations (an extra each: they import their framework, which
+# may bring openai and the like; lanes_client itself must not).
 IMPORT_ALL = ("import pkgutil, sys, lanes_client; "
-              "[__import__(m.name) for m in pkgutil.walk_packages(lanes_client.__path__, 'lanes_client.')]; "
+              "[__import__(m.name) for m in pkgutil.walk_packages(lanes_client.__path__, 'lanes_client.') "
+              "if not m.name.startswith('lanes_client.integrations')]; "
               f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(SERVER_MODULES)!r})); "
               "print(lanes_client.__file__)")
 

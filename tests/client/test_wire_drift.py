@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from lanes_client import schemas, shapes
 from workflows import contract
 from workflows.context import content, ids, memory, report
+from workflows.context.formats import request_formats
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (contract.SessionStatus, shapes.SessionStatus),
@@ -88,7 +89,8 @@ def test_literals_and_limits_match():
     assert shapes.MAX_SUBMIT_CHARS == ids.MAX_SUBMIT_CHARS
     for server, client in ((contract.SessionMode, shapes.SessionMode), (contract.TaskState, shapes.TaskState),
                            (contract.ChildLaneState, shapes.ChildLaneState),
-                           (contract.CondenseStatus, shapes.CondenseStatus)):
+                           (contract.CondenseStatus, shapes.CondenseStatus),
+                           (request_formats.RequestFormat, shapes.RequestFormat)):
         assert set(get_args(server)) == set(get_args(client))
     assert schemas.MessageIn.model_json_schema()["properties"]["text"]["maxLength"] == ids.MAX_SUBMIT_CHARS
     assert [name for name, _ in memory.SECTIONS] == list(shapes.MemoryDoc.model_fields)

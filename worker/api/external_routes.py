@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Path, Query
+from pydantic import ValidationError
 
 from activities.requests import materialise
 from activities.store import StoreError
+from activities.tokens import tokenizer_for
+from lanes_client.responses_items import ResponsesItemIn, verbatim
 from lanes_client.schemas import (
     AppendItemsIn,
     AppendItemsOut,
@@ -36,11 +39,14 @@ from lanes_client.schemas import (
     StepOut,
     StoredItemOut,
     StoredItemPage,
+    ToolCallIn,
 )
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import COMMON_RESPONSES, IDEMPOTENCY_KEY, ITEM_ID_PATTERN, Be, Owned
 from workflows.context import ids
 from workflows.context.content import ToolCall
+from workflows.context.formats.request_formats import RequestFormat
+from workflows.context.formats.responses_input import FormatError, from_responses_items
 from workflows.contract import (
     AppendItemsRequest,
     CondenseRequest,
@@ -58,18 +64,55 @@ log = logging.getLogger("lanes.api")
 
 router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)
 MAX_ITEMS_PAGE = 500
+MAX_APPENDED_ITEMS = 100  # items one call appends (as AppendItemsRequest takes them)
+REQUEST_FORMAT_HELP = ("chat: Chat Completions messages; responses: Responses API instructions and input items "
+                       "(reasoning passed back verbatim while its turn is kept); anthropic: Messages API system, "
+                       "messages and tools with cache breakpoints")
 
 
-def _obs_id(session_id: str, key: str | None, index: int) -> str:
+def _obs_id(session_id: str, key: str | None, index: int | str) -> str:
     """Content stored before its append: keyed by the idempotency key, so a retried call reuses it."""
     digest = uuid.uuid4().hex if key is None else hashlib.sha256(f"{key}:{index}".encode()).hexdigest()[:32]
     return ids.external_observation_id(session_id, digest)
 
 
-def _digest(items: list[ItemIn]) -> str:
-    """The body a key answers for, text included (a reference would hide a changed text)."""
-    body = json.dumps([i.model_dump(mode="json") for i in items], sort_keys=True, ensure_ascii=False)
+_LATER_FIELDS = ("reasoning_content", "item_id")  # left out of a digest while unset
+
+
+def _digest(items: list[ItemIn], responses_items: list[ResponsesItemIn] | None = None) -> str:
+    """The body a key answers for, text included (a reference would hide a changed text).
+    Fields added later are left out while unset, so a chat body keeps the digest it had."""
+    dumped: object = [i.model_dump(mode="json", exclude={f for f in _LATER_FIELDS if getattr(i, f) is None})
+                      for i in items]
+    if responses_items:
+        dumped = {"responses_items": [verbatim(i) for i in responses_items]}
+    body = json.dumps(dumped, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _incoming(items: list[ItemIn], responses_items: list[ResponsesItemIn]) -> list[tuple[ItemIn, dict]]:
+    """The items to append with their verbatim extras (reasoning, Responses items); 422 naming
+    the first item that cannot be stored, before anything is."""
+    if not responses_items:
+        return [(item, {"reasoning_content": item.reasoning_content} if item.reasoning_content else {})
+                for item in items]
+    try:
+        converted = from_responses_items([verbatim(i) for i in responses_items])
+    except FormatError as exc:
+        raise ApiError(422, "invalid", str(exc)) from None
+    if len(converted) > MAX_APPENDED_ITEMS:
+        raise ApiError(422, "invalid", f"responses_items make {len(converted)} items; at most "
+                                       f"{MAX_APPENDED_ITEMS} can be appended in one call")
+    out = []
+    for turn in converted:
+        try:
+            item = ItemIn(kind=turn.kind, text=turn.text, tool_call_id=turn.tool_call_id, tool_name=turn.tool_name,
+                          tool_calls=[ToolCallIn(**c.model_dump()) for c in turn.tool_calls])
+        except ValidationError as exc:
+            problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+            raise ApiError(422, "invalid", f"responses_items[{turn.first}]: {problem}") from None
+        out.append((item, {"responses_items": turn.source}))
+    return out
 
 
 def _check_key(key: str | None, what: str) -> None:
@@ -126,28 +169,35 @@ async def _known_items(be: Be, sid: str, items: list[ItemIn]) -> tuple[dict[int,
     return digests, known
 
 
-async def _external_items(be: Be, sid: str, items: list[ItemIn], key: str | None) -> Incoming:
-    """The items as the workflow takes them, large texts stored first."""
+async def _external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], key: str | None) -> Incoming:
+    """The items as the workflow takes them, large texts and every extra stored first."""
     store = await be.store()
-    digests, known = await _known_items(be, sid, items)
-    incoming = Incoming(known=known, already_stored=[items[n].item_id or "" for n in sorted(known)])
-    for index, item in enumerate(items):
+    digests, known = await _known_items(be, sid, [item for item, _ in items])
+    incoming = Incoming(known=known, already_stored=[items[n][0].item_id or "" for n in sorted(known)])
+
+    async def put(obs_id: str, index: int, text: str) -> None:
+        try:
+            await store.put_observation(sid, obs_id, "pending", text)
+        except StoreError as exc:
+            log.warning("could not store item %d of %s: %s", index, sid, exc)
+            raise store_unavailable() from None
+
+    for index, (item, extras) in enumerate(items):
         if index in known:
             continue
         text = item.text if item.text is not None else ""
-        content_ref = None
+        content_ref = extra_ref = None
         if len(text) > ids.INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
             content_ref = _obs_id(sid, key, index)
-            try:
-                await store.put_observation(sid, content_ref, "pending", text)
-            except StoreError as exc:
-                log.warning("could not store item %d of %s: %s", index, sid, exc)
-                raise store_unavailable() from None
+            await put(content_ref, index, text)
             incoming.stored.append(content_ref)
+        if extras:  # reasoning and provider items are content: never in workflow history
+            extra_ref = _obs_id(sid, key, f"{index}-extras")
+            await put(extra_ref, index, json.dumps(extras, ensure_ascii=False, sort_keys=True))
         incoming.items.append(ExternalItem(
             kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,
             tool_calls=[ToolCall(**call.model_dump()) for call in item.tool_calls],  # the wire's model -> the engine's
-            tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code,
+            tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code, extra_ref=extra_ref,
             client_id=item.item_id, client_digest=digests.get(index),
         ))
     return incoming
@@ -159,7 +209,7 @@ def _update_id(kind: str, key: str | None, digest: str | None) -> str | None:
     return None if key is None else f"{kind}-{hashlib.sha256(f'{key}:{digest}'.encode()).hexdigest()[:32]}"
 
 
-async def _request_out(be: Be, sid: str, prepared: PreparedRequest) -> PreparedRequestOut:
+async def _request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestFormat = "chat") -> PreparedRequestOut:
     store = await be.store()
     try:
         request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
@@ -171,9 +221,12 @@ async def _request_out(be: Be, sid: str, prepared: PreparedRequest) -> PreparedR
     except ValueError as exc:  # a tool the catalog no longer has
         raise ApiError(409, "conflict", str(exc)) from None
     stable = request.stable_prefix_messages
+    out = request.formatted(fmt)
     return PreparedRequestOut(
-        session_id=sid, model=prepared.model, messages=request.messages, tools=request.tools,
-        token_estimate=request.total_tokens, plan_tokens=prepared.total_tokens, budget=prepared.budget,
+        session_id=sid, model=prepared.model, format=fmt, messages=out.messages, tools=out.tools, input=out.input,
+        instructions=out.instructions, system=out.system, cache_breakpoints=out.cache_breakpoints,
+        token_estimate=request.total_tokens, tokenizer=tokenizer_for(prepared.model).describe(),
+        plan_tokens=prepared.total_tokens, budget=prepared.budget,
         fits=prepared.fits, reason=prepared.reason, stable_prefix_entries=prepared.stable_prefix_entries,
         stable_prefix_messages=stable, stable_prefix_tokens=sum(request.message_tokens[:stable]),
         entries=[PlanEntryOut(item_id=item_id, projection=projection.value)
@@ -187,26 +240,29 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
                        idempotency_key: Annotated[str | None, Header(max_length=200)] = None) -> AppendItemsOut:
     _check_key(idempotency_key, "Idempotency-Key")
     sid = row.session_id
-    incoming = await _external_items(be, sid, body.items, idempotency_key)
+    given = _incoming(body.items, body.responses_items)
+    incoming = await _external_items(be, sid, given, idempotency_key)
     if not incoming.items:  # every item is stored already (a resent batch): nothing to append
-        return AppendItemsOut(session_id=sid, item_ids=incoming.item_ids([], len(body.items)), repeated=True,
+        return AppendItemsOut(session_id=sid, item_ids=incoming.item_ids([], len(given)), repeated=True,
                               already_stored=incoming.already_stored)
     request = AppendItemsRequest(items=incoming.items, key=idempotency_key,
-                                 digest=None if idempotency_key is None else _digest(body.items))
+                                 digest=None if idempotency_key is None else _digest(body.items, body.responses_items))
     update_id = _update_id("append", idempotency_key, request.digest)
     result = await be.temporal(
         sid, "append the items", lambda h: h.execute_update(SessionWorkflow.append_items, request, id=update_id))
-    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(body.items))
+    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(given))
     return AppendItemsOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
                           repeated=result.repeated, already_stored=incoming.already_stored)
 
 
 @router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
             summary="The exact messages to send next (compacting first when needed)")
-async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
+async def next_request(row: Owned, be: Be,
+                       format: Annotated[RequestFormat, Query(description=REQUEST_FORMAT_HELP)] = "chat",
+                       ) -> PreparedRequestOut:
     prepared: PreparedRequest = await be.temporal(
         row.session_id, "prepare the next request", lambda h: h.execute_update(SessionWorkflow.prepare_request))
-    return await _request_out(be, row.session_id, prepared)
+    return await _request_out(be, row.session_id, prepared, format)
 
 
 @router.post("/sessions/{session_id}/steps", response_model=StepOut, tags=["external"],
@@ -214,15 +270,17 @@ async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
 async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     _check_key(body.step_id, "step_id")
     sid = row.session_id
-    incoming = await _external_items(be, sid, body.items, body.step_id)
+    given = _incoming(body.items, body.responses_items)
+    incoming = await _external_items(be, sid, given, body.step_id)
     request = StepRequest(items=incoming.items, step_id=body.step_id,
-                          digest=None if body.step_id is None else _digest(body.items))
+                          digest=None if body.step_id is None else _digest(body.items, body.responses_items))
     update_id = _update_id("step", body.step_id, request.digest)
     result: StepResult = await be.temporal(
         sid, "take the step", lambda h: h.execute_update(SessionWorkflow.step, request, id=update_id))
-    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(body.items))
+    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(given))
     return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=result.repeated,
-                   already_stored=incoming.already_stored, request=await _request_out(be, sid, result.request))
+                   already_stored=incoming.already_stored,
+                   request=await _request_out(be, sid, result.request, body.format))
 
 
 @router.get("/sessions/{session_id}/items", response_model=StoredItemPage, tags=["inspect"],
@@ -240,6 +298,7 @@ async def list_items(row: Owned, be: Be,
             item_id=r.item_id, seq=r.seq, lane=r.lane, kind=r.kind, role=r.role, task_id=meta.get("task"),
             text=content.get("text", ""), tool_calls=content.get("tool_calls", []),
             tool_call_id=content.get("tool_call_id"), observation_id=meta.get("observation_id"),
+            reasoning_content=content.get("reasoning_content"), responses_items=content.get("responses_items", []),
             client_id=r.client_id))
     return StoredItemPage(session_id=row.session_id, items=items,
                           next_after_seq=items[-1].seq if len(items) == limit else None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -20,3 +22,14 @@ class ItemContent(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)  # assistant items
     tool_call_id: str | None = None  # tool results answering a native tool call
     tool_name: str | None = None
+    # Reasoning of an assistant turn, verbatim and only ever passed back while the turn is kept
+    # at full fidelity: chat-style ``reasoning_content`` text (DeepSeek, Kimi...), and the
+    # Responses API items the item was appended as (its ``reasoning`` items among them).
+    reasoning_content: str | None = None
+    responses_items: list[dict[str, Any]] = Field(default_factory=list)
+
+    def stored_fields(self) -> dict[str, Any]:
+        """What a row stores: the newer optional fields only when set, so rows of items
+        without them keep the shape earlier versions wrote and read."""
+        unset = {name for name in ("reasoning_content", "responses_items") if not getattr(self, name)}
+        return self.model_dump(mode="json", exclude=unset)

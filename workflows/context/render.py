@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .content import ItemContent, ToolCall
 from .items import Item, Projection, is_tool_output
@@ -124,13 +125,21 @@ def item_message(
     text = projection_text(item, content, projection, preview_chars, recall)
     if item.role == "assistant":
         calls = content.tool_calls if keep_calls is None else keep_calls
+        message: dict
         if not calls:
-            return {"role": "assistant", "content": text} if text else None
-        # under COMPACT the arguments of all the calls share the preview (a runaway answer may
-        # make many calls); the share counts every call, so a subset never renders larger
-        share = preview_chars // max(1, len(content.tool_calls))
-        tool_calls = [_tool_call_dict(c, projection, max(share, _MIN_ARGUMENT_SHARE)) for c in calls]
-        return {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
+            if not text:
+                return None
+            message = {"role": "assistant", "content": text}
+        else:
+            # under COMPACT the arguments of all the calls share the preview (a runaway answer may
+            # make many calls); the share counts every call, so a subset never renders larger
+            share = preview_chars // max(1, len(content.tool_calls))
+            tool_calls = [_tool_call_dict(c, projection, max(share, _MIN_ARGUMENT_SHARE)) for c in calls]
+            message = {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
+        if projection == Projection.FULL and content.reasoning_content:
+            # passed back in the form it came in, while the turn is kept whole
+            message["reasoning_content"] = content.reasoning_content
+        return message
     if item.role == "tool":
         call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
         return {"role": "tool", "tool_call_id": call_id, "content": text}
@@ -162,6 +171,15 @@ def _call_id(item: Item, content: ItemContent) -> str | None:
     return content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """One chat message of a request and the entry it renders (other formats start from these)."""
+
+    message: dict
+    item_id: str
+    projection: Projection
+
+
 def render_messages(
     entries: Entries,
     items: dict[str, Item],
@@ -169,7 +187,18 @@ def render_messages(
     preview_chars: int,
     recall: RecallStyle = "tool",
 ) -> list[dict]:
-    """OpenAI chat messages for a request plan's (item id, projection) entries.
+    """OpenAI chat messages for a request plan's (item id, projection) entries (see render_turns)."""
+    return [rendered.message for rendered in render_turns(entries, items, contents, preview_chars, recall)]
+
+
+def render_turns(
+    entries: Entries,
+    items: dict[str, Item],
+    contents: dict[str, ItemContent],
+    preview_chars: int,
+    recall: RecallStyle = "tool",
+) -> list[Rendered]:
+    """OpenAI chat messages for a request plan's (item id, projection) entries, each with its entry.
 
     Pairing invariant: an assistant message keeps only the calls whose tool message is
     also sent, and a tool message is sent only right after its call; an orphaned result
@@ -178,14 +207,14 @@ def render_messages(
     because chat APIs require tool messages to follow their call directly.
     """
     paired = _paired_calls(entries, items, contents)
-    messages: list[dict] = []
-    deferred: list[dict] = []
+    messages: list[Rendered] = []
+    deferred: list[Rendered] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
 
-    def emit(message: dict | None) -> None:
+    def emit(message: dict | None, item_id: str, projection: Projection) -> None:
         if message is None:
             return
-        (deferred if pending and message["role"] != "tool" else messages).append(message)
+        (deferred if pending and message["role"] != "tool" else messages).append(Rendered(message, item_id, projection))
 
     for index, (item_id, projection) in enumerate(entries):
         item, content = items[item_id], contents[item_id]
@@ -194,22 +223,22 @@ def render_messages(
         if item.role == "assistant":
             # pending is empty here: a call is paired only with a result before the next assistant turn
             keep = [c for c in content.tool_calls if (index, c.id) in paired]
-            emit(item_message(item, content, projection, preview_chars, keep, recall))
+            emit(item_message(item, content, projection, preview_chars, keep, recall), item_id, projection)
             pending.update(c.id for c in keep)
         elif item.role == "tool":
             call_id = _call_id(item, content)
             if call_id in pending:
                 message = item_message(item, content, projection, preview_chars, recall=recall)
                 assert message is not None  # a tool message always renders, empty or not
-                messages.append(message)
+                messages.append(Rendered(message, item_id, projection))
                 pending.discard(call_id)
                 if not pending:
                     messages.extend(deferred)
                     deferred.clear()
             else:
-                emit(_orphan_result(item, content, projection, preview_chars, recall))
+                emit(_orphan_result(item, content, projection, preview_chars, recall), item_id, projection)
         else:
-            emit(item_message(item, content, projection, preview_chars, recall=recall))
+            emit(item_message(item, content, projection, preview_chars, recall=recall), item_id, projection)
     messages.extend(deferred)
     return messages
 

@@ -1,0 +1,1 @@
+"""Agent framework integrations (each needs its framework installed: see pyproject's extras)."""

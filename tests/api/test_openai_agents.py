@@ -1,0 +1,133 @@
+"""The OpenAI Agents SDK on a Lanes session, end to end: a real ``Runner`` with a function
+tool, a scripted OpenAI-compatible model over HTTP (the real ``openai`` client), and the
+real stack (Temporal, PostgreSQL, worker, API)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi import FastAPI, Request
+
+agents = pytest.importorskip("agents")
+
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from activities.tokens import count_message_tokens  # noqa: E402
+from lanes_client.integrations.openai_agents import LanesSession  # noqa: E402
+from tests.threaded_server import ThreadedServer  # noqa: E402
+
+PART_CHARS = 6_000
+CALLS = 14
+BUDGET = 4_000
+
+
+def _part(n: int) -> str:
+    return "".join(f"part {n} line {k}: {'x' * 50}\n" for k in range(PART_CHARS // 64))
+
+
+class ScriptedAgentModel:
+    """Chat Completions: for the current ``task``, ``CALLS`` reads of one part each, then an
+    answer (counted by the server: compaction removes earlier turns from what it is sent)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        self.task = ""
+        self.turn = 0
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def complete(request: Request) -> dict:
+            body = await request.json()
+            self.requests.append(body)
+            self.turn += 1
+            if self.turn <= CALLS:
+                n = self.turn + (100 if self.task.startswith("second") else 0)
+                message = {"role": "assistant", "content": None, "reasoning_content": f"read part {n} next",
+                           "tool_calls": [{"id": f"call-{n}", "type": "function",
+                                           "function": {"name": "read_part", "arguments": json.dumps({"n": n})}}]}
+            else:
+                self.turn = 0
+                message = {"role": "assistant", "content": f"Read {CALLS} parts for: {self.task}"}
+            return {"id": f"r{len(self.requests)}", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+        self.http = ThreadedServer(app)
+
+
+@function_tool
+def read_part(n: int) -> str:
+    """Read one part of the document."""
+    return _part(n)
+
+
+@pytest.fixture
+def scripted():
+    set_tracing_disabled(True)
+    model = ScriptedAgentModel()
+    yield model
+    model.http.stop()
+
+
+async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(client_a, scripted):
+    # a DeepSeek model: the SDK sends its reasoning back as reasoning_content when given it back
+    model = OpenAIChatCompletionsModel(model="deepseek-chat",
+                                       openai_client=AsyncOpenAI(base_url=scripted.http.base_url, api_key="test"))
+    agent = Agent(name="reader", instructions="Read what you are asked to.", model=model, tools=[read_part])
+    session = await LanesSession.create(client_a, system_prompt="Read what you are asked to.", budget_tokens=BUDGET)
+
+    scripted.task = "first: read the parts"
+    first = await Runner.run(agent, "first: read the parts", session=session, run_config=session.run_config(),
+                             max_turns=CALLS + 5)
+    assert first.final_output == f"Read {CALLS} parts for: first: read the parts"
+    assert len(scripted.requests) == CALLS + 1
+    # every call's input was the compacted request: within budget although the run read far more
+    sizes = [sum(count_message_tokens(m) for m in r["messages"]) for r in scripted.requests]
+    raw_tokens = CALLS * count_message_tokens({"role": "tool", "content": _part(1)})
+    assert raw_tokens > 3 * BUDGET
+    assert max(sizes) <= BUDGET, sizes
+    assert (await client_a.context(session.lanes_session_id)).compactions > 0
+    # ... while the session's raw history keeps every item as the SDK gave it
+    history = await session.get_items()
+    outputs = [i["output"] for i in history if i.get("type") == "function_call_output"]
+    assert outputs == [_part(n) for n in range(1, CALLS + 1)]
+    assert [i["content"] for i in history if i.get("role") == "user"] == ["first: read the parts"]
+    reasoning = [i for i in history if i.get("type") == "reasoning"]
+    assert len(reasoning) == CALLS and reasoning[0]["summary"][0]["text"] == "read part 1 next"
+    assert await session.get_items(limit=2) == history[-2:]
+    # the last call saw the newest exchange: its output bounded (over half the budget) with the
+    # address of the exact text, and the turn's reasoning passed back with it
+    last = scripted.requests[-1]["messages"]
+    assert last[-1]["content"].startswith(_part(CALLS)[:500]) and "observation://" in last[-1]["content"]
+    assert any(m.get("reasoning_content") == f"read part {CALLS} next" for m in last)
+    assert not any(m.get("reasoning_content") == "read part 1 next" for m in last)  # compacted with its turn
+
+    # a second run continues the session: the first run's answer is still in its context
+    scripted.task = "second: read more"
+    second = await Runner.run(agent, "second: read more", session=session, run_config=session.run_config(),
+                              max_turns=CALLS + 5)
+    assert second.final_output == f"Read {CALLS} parts for: second: read more"
+    seen = scripted.requests[CALLS + 1]["messages"]
+    assert any(m["role"] == "assistant" and m.get("content") == first.final_output for m in seen)
+    history = await session.get_items()
+    assert len([i for i in history if i.get("type") == "function_call_output"]) == 2 * CALLS
+    assert max(sum(count_message_tokens(m) for m in r["messages"]) for r in scripted.requests) <= BUDGET
+
+
+async def test_pop_and_clear_on_an_append_only_store(client_a):
+    session = await LanesSession.create(client_a)
+    await session.add_items([{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}])
+    await session.add_items([{"role": "user", "content": "three"}])
+    first = session.lanes_session_id
+    assert await session.pop_item() == {"role": "user", "content": "three"}
+    assert await session.get_items() == [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+    assert session.lanes_session_id != first and session.session_id == first
+    request = await client_a.next_request(session.lanes_session_id, format="responses")
+    assert "three" not in json.dumps(request.input)  # gone from what the model is sent too
+    # the previous session is untouched, for audit
+    assert len((await client_a.list_items(first)).items) >= 3
+    await session.clear_session()
+    assert await session.get_items() == [] and await session.pop_item() is None
