@@ -22,6 +22,7 @@ from workflows.context import ids
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
+from workflows.context.observations import RecallStyle
 from workflows.context.render import item_message
 from workflows.contract import ExternalItem
 
@@ -105,6 +106,7 @@ class IngestItemsInput(BaseModel):
     # Engine rules 2: a user or assistant text whose full cost is above this is archived at
     # its observation id too, so that it can enter bounded (see archive_if_oversized).
     bound_above_tokens: int | None = None
+    recall: RecallStyle = "tool"  # how placeholders say to read archived text back
 
 
 # --- content helpers -----------------------------------------------------------------------
@@ -121,38 +123,41 @@ def digest_of(content: ItemContent) -> str:
     return line if len(line) <= DIGEST_CHARS else line[: DIGEST_CHARS - 1] + "…"
 
 
-def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None) -> dict[Projection, int]:
+def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None,
+            recall: RecallStyle = "tool") -> dict[Projection, int]:
     """Token cost of the item in every projection the planner may choose, measured on
     the very message the renderer sends for it."""
     costs: dict[Projection, int] = {}
     for projection in MEASURED_PROJECTIONS:
-        message = item_message(item, content, projection, preview_chars)
+        message = item_message(item, content, projection, preview_chars, recall=recall)
         costs[projection] = 0 if message is None else count_message_tokens(message, model)
     costs[Projection.OMITTED] = 0
     return costs
 
 
-def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str | None) -> Item:
+def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
+                recall: RecallStyle = "tool") -> Item:
     """The item with its size, digest and measured costs filled in."""
     return item.model_copy(
         update={
             "size_chars": len(content.text),
             "digest": digest_of(content),
-            "tokens": measure(item, content, preview_chars, model),
+            "tokens": measure(item, content, preview_chars, model, recall),
         }
     )
 
 
 def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
-                 bound_above_tokens: int | None, observation_id: str | None) -> Item:
+                 bound_above_tokens: int | None, observation_id: str | None, recall: RecallStyle = "tool") -> Item:
     """The measured item; when its full cost is above ``bound_above_tokens`` (and it has no
     address yet), with ``observation_id`` as its address, so that the engine lets it enter
     bounded (a source reference, or head and tail) with the exact text recallable there."""
-    measured = finish_item(item, content, preview_chars, model)
+    measured = finish_item(item, content, preview_chars, model, recall)
     if (bound_above_tokens is None or observation_id is None or item.observation_id is not None
             or measured.tokens[Projection.FULL] <= bound_above_tokens):
         return measured
-    return finish_item(item.model_copy(update={"observation_id": observation_id}), content, preview_chars, model)
+    return finish_item(item.model_copy(update={"observation_id": observation_id}), content, preview_chars, model,
+                       recall)
 
 
 def archived_text(content: ItemContent) -> str:
@@ -167,7 +172,8 @@ def archived_text(content: ItemContent) -> str:
 
 async def archive_if_oversized(store: Store, session_id: str, item: Item, content: ItemContent, preview_chars: int,
                                model: str | None, bound_above_tokens: int | None,
-                               observation_id: str | None, content_addressed: bool = False) -> Item:
+                               observation_id: str | None, content_addressed: bool = False,
+                               recall: RecallStyle = "tool") -> Item:
     """``bounded_item``, with its ``archived_text`` stored at the address it was given.
     Idempotent. ``content_addressed``: the address ends with a digest of the text, for
     content a retry may produce differently (a model's answer), so that an item never
@@ -175,14 +181,16 @@ async def archive_if_oversized(store: Store, session_id: str, item: Item, conten
     text = archived_text(content)
     if content_addressed and observation_id is not None:
         observation_id = f"{observation_id}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
-    measured = bounded_item(item, content, preview_chars, model, bound_above_tokens, observation_id)
+    measured = bounded_item(item, content, preview_chars, model, bound_above_tokens, observation_id, recall)
     if measured.observation_id is not None and item.observation_id is None:
         await store.put_observation(session_id, measured.observation_id, item.id, text)
     return measured
 
 
-def item_row(item: Item, content: ItemContent, lane: str) -> ItemRow:
+def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem | None = None) -> ItemRow:
     return ItemRow(
+        client_id=client.client_id if client else None,
+        client_digest=client.client_digest if client else None,
         item_id=item.id,
         lane=lane,
         seq=item.seq,
@@ -208,17 +216,19 @@ async def store_item(store: Store, session_id: str, lane: str, item: Item, conte
     return (await store_items(store, session_id, lane, [(item, content)]))[0]
 
 
-async def store_items(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]]) -> list[Item]:
+async def store_items(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]],
+                      clients: list[ExternalItem] | None = None) -> list[Item]:
     """Write the items' content and metadata, then their events, in one statement each.
 
     Both writes are always attempted (each is idempotent) so that an attempt killed
     between them is completed by the retry. Where a row already existed, the stored
     metadata wins, so every attempt reports the same items.
     """
-    await store.put_items(session_id, [item_row(item, content, lane) for item, content in pairs])
+    await store.put_items(session_id, [item_row(item, content, lane, clients[n] if clients else None)
+                                       for n, (item, content) in enumerate(pairs)])
     await store.append_events(session_id, [item_event(item, lane) for item, _ in pairs])
-    rows = await store.get_items(session_id, [item.id for item, _ in pairs])
-    return [Item.model_validate(rows[item.id].content["meta"]) for item, _ in pairs]
+    stored = await store.get_items(session_id, [item.id for item, _ in pairs])
+    return [Item.model_validate(stored[item.id].content["meta"]) for item, _ in pairs]
 
 
 async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:
@@ -319,6 +329,7 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
     measured: list[tuple[Item, ItemContent]] = []
     texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
+    await _check_client_ids(store, inp.session_id, inp.items, item_ids)
     for offset, ext in enumerate(inp.items):
         seq = inp.first_seq + offset
         item_id = item_ids[offset]
@@ -343,9 +354,19 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                 "observation_id": obs_id,
             })
         item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
-                                          inp.bound_above_tokens, ext.content_ref or obs_ids[offset])
+                                          inp.bound_above_tokens, ext.content_ref or obs_ids[offset],
+                                          recall=inp.recall)
         measured.append((item, content))
-    return await store_items(store, inp.session_id, inp.lane, measured)
+    return await store_items(store, inp.session_id, inp.lane, measured, inp.items)
+
+
+async def _check_client_ids(store: Store, session_id: str, items: list[ExternalItem], item_ids: list[str]) -> None:
+    """Refuse, before anything is written, a client id another item already holds. The API
+    recognises a resent item first; this catches two calls racing with the same new id."""
+    planned = {ext.client_id: item_id for ext, item_id in zip(items, item_ids, strict=True) if ext.client_id}
+    for client_id, use in (await store.client_id_uses(session_id, list(planned))).items():
+        if use.item_id != planned[client_id]:  # the same item id: an earlier attempt of this call
+            raise rejections.item_id_taken(client_id, use.item_id)
 
 
 async def _external_text(store: Store, session_id: str, ext: ExternalItem) -> str | None:

@@ -18,6 +18,7 @@ from activities.items import load_items
 from activities.store import Store
 from activities.tokens import count_message_tokens, count_tool_definitions
 from workflows.context.items import Projection
+from workflows.context.observations import RecallStyle
 from workflows.context.render import Entries, render_messages
 from workflows.tools import tool_specs
 
@@ -68,19 +69,21 @@ class Request:
 
 
 async def materialise(store: Store, session_id: str, entries: Entries, *, preview_chars: int, tools: list[str],
-                      model: str, stable_prefix_entries: int = 0) -> Request:
+                      model: str, stable_prefix_entries: int = 0, tool_set: str | None = None,
+                      recall: RecallStyle = "tool") -> Request:
     """Load the entries' content, render them, add the tool definitions and count.
 
     ``stable_prefix_entries``: the plan's entries laid out at its last layout change; the
     messages they render alone, as far as they equal the request's own, are its stable prefix.
-    Raises LookupError when an entry's item is not stored.
+    ``tool_set``: the agent's own tool definitions (after the catalog's ``tools``).
+    Raises LookupError when an entry's item or the tool set is not stored.
     """
     items, contents = await load_items(store, session_id, list(dict.fromkeys(item_id for item_id, _ in entries)))
-    messages = render_messages(entries, items, contents, preview_chars)
-    specs = tool_specs(tools)
+    messages = render_messages(entries, items, contents, preview_chars, recall)
+    specs = tool_specs(tools) + (await store.get_tool_set(session_id, tool_set) if tool_set else [])
     stable = 0
     if stable_prefix_entries:
-        prefix = render_messages(entries[:stable_prefix_entries], items, contents, preview_chars)
+        prefix = render_messages(entries[:stable_prefix_entries], items, contents, preview_chars, recall)
         while stable < min(len(prefix), len(messages)) and prefix[stable] == messages[stable]:
             stable += 1
 

@@ -11,7 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.runtime import get_runtime
-from activities.store import CheckpointNotFound
+from activities.store import CheckpointNotFound, ToolSetNotFound
 from activities.tokens import count_tool_definitions
 from workflows.session_checkpoint import SessionCheckpoint
 from workflows.tools import tool_specs
@@ -25,6 +25,7 @@ class SessionStartInput(BaseModel):
     config: dict
     tools: list[str]
     model: str
+    tool_set: str | None = None  # the agent's own definitions (stored by the API)
 
 
 class SessionStartResult(BaseModel):
@@ -44,10 +45,17 @@ class LoadCheckpointInput(BaseModel):
 
 @activity.defn
 async def start_session(inp: SessionStartInput) -> SessionStartResult:
-    """Register the session and measure the fixed cost of its tool definitions."""
+    """Register the session and measure the fixed cost of its tool definitions (the
+    catalog's, then the agent's own), as ``activities.requests.materialise`` sends them."""
     runtime = await get_runtime()
     await runtime.store.ensure_session(inp.session_id, inp.tenant, inp.config)
-    return SessionStartResult(tool_definition_tokens=count_tool_definitions(tool_specs(inp.tools), inp.model))
+    specs = tool_specs(inp.tools)
+    if inp.tool_set is not None:
+        try:
+            specs += await runtime.store.get_tool_set(inp.session_id, inp.tool_set)
+        except ToolSetNotFound as exc:  # the API stores it before starting the session: a bug, not a fault
+            raise ApplicationError(str(exc), type="ToolSetNotFound", non_retryable=True) from None
+    return SessionStartResult(tool_definition_tokens=count_tool_definitions(specs, inp.model))
 
 
 @activity.defn

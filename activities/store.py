@@ -94,6 +94,10 @@ class ObservationConflict(StoreError):
     """An observation id already belongs to another session."""
 
 
+class ToolSetNotFound(StoreError, LookupError):
+    pass
+
+
 class ItemRow(BaseModel):
     item_id: str = Field(min_length=1)
     lane: str = Field(min_length=1)
@@ -102,6 +106,16 @@ class ItemRow(BaseModel):
     role: str
     content: dict[str, Any]  # {text, tool_calls, tool_call_id, tool_name} + small metadata
     created_at: datetime | None = None  # set by the database
+    client_id: str | None = None  # an external agent's own id of the item (migration 0004)
+    client_digest: str | None = None
+
+
+class ClientIdUse(BaseModel):
+    """A client item id already stored: under which item, holding what."""
+
+    client_id: str
+    item_id: str
+    client_digest: str | None
 
 
 class EventRow(BaseModel):
@@ -346,11 +360,13 @@ class Store:
         if not rows:
             return 0
         inserted = await self._run(lambda c: c.fetch(
-            """INSERT INTO items (session_id, item_id, lane, seq, kind, role, content)
-               SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[])
+            """INSERT INTO items (session_id, item_id, lane, seq, kind, role, content, client_id, client_digest)
+               SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[],
+                                        $8::text[], $9::text[])
                ON CONFLICT DO NOTHING RETURNING item_id""",
             session_id, [r.item_id for r in rows], [r.lane for r in rows], [r.seq for r in rows],
             [r.kind for r in rows], [r.role for r in rows], [r.content for r in rows],
+            [r.client_id for r in rows], [r.client_digest for r in rows],
         ), session_id)
         if len(inserted) < len(rows):
             await self._warn_item_conflicts(session_id, rows, {r["item_id"] for r in inserted})
@@ -369,7 +385,7 @@ class Store:
 
     async def get_items(self, session_id: str, item_ids: list[str]) -> dict[str, ItemRow]:
         rows = await self._run(lambda c: c.fetch(
-            "SELECT item_id, lane, seq, kind, role, content, created_at FROM items"
+            "SELECT item_id, lane, seq, kind, role, content, created_at, client_id, client_digest FROM items"
             " WHERE session_id = $1 AND item_id = ANY($2::text[])", session_id, list(item_ids)))
         return {r["item_id"]: ItemRow(**dict(r)) for r in rows}
 
@@ -377,10 +393,19 @@ class Store:
                          limit: int = 1000) -> list[ItemRow]:
         """Items by (lane, seq); page with ``after_seq`` within one lane."""
         rows = await self._run(lambda c: c.fetch(
-            "SELECT item_id, lane, seq, kind, role, content, created_at FROM items"
+            "SELECT item_id, lane, seq, kind, role, content, created_at, client_id, client_digest FROM items"
             " WHERE session_id = $1 AND ($2::text IS NULL OR lane = $2) AND seq > $3"
             " ORDER BY lane, seq LIMIT $4", session_id, lane, after_seq, _check_limit(limit)))
         return [ItemRow(**dict(r)) for r in rows]
+
+    async def client_id_uses(self, session_id: str, client_ids: list[str]) -> dict[str, ClientIdUse]:
+        """The stored items among ``client_ids``, by client id."""
+        if not client_ids:
+            return {}
+        rows = await self._run(lambda c: c.fetch(
+            "SELECT client_id, item_id, client_digest FROM items WHERE session_id = $1 AND client_id = ANY($2::text[])",
+            session_id, list(client_ids)), session_id)
+        return {r["client_id"]: ClientIdUse(**dict(r)) for r in rows}
 
     async def count_items(self, session_id: str) -> int:
         return await self._run(lambda c: c.fetchval("SELECT count(*) FROM items WHERE session_id = $1", session_id))
@@ -390,6 +415,22 @@ class Store:
         rows = await self._run(lambda c: c.fetch(
             "SELECT item_id FROM items WHERE session_id = $1 ORDER BY lane, seq", session_id))
         return [r["item_id"] for r in rows]
+
+    # --- tool sets (migration 0004) --------------------------------------------------
+
+    async def put_tool_set(self, session_id: str, tool_set_id: str, definitions: list[dict]) -> None:
+        """Store an agent's tool definitions once (the id is their digest: idempotent)."""
+        await self._run(lambda c: c.execute(
+            "INSERT INTO tool_sets (session_id, tool_set_id, definitions) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            session_id, tool_set_id, definitions), session_id)
+
+    async def get_tool_set(self, session_id: str, tool_set_id: str) -> list[dict]:
+        definitions = await self._run(lambda c: c.fetchval(
+            "SELECT definitions FROM tool_sets WHERE session_id = $1 AND tool_set_id = $2",
+            session_id, tool_set_id), session_id)
+        if definitions is None:
+            raise ToolSetNotFound(f"tool set {tool_set_id!r} is not stored for session {session_id!r}")
+        return list(definitions)
 
     # --- request plans (migration 0002) ---------------------------------------------
 

@@ -11,9 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from workflows.context.config import GeneratedRole
 from workflows.context.content import ToolCall
 from workflows.context.ids import INLINE_TEXT_LIMIT, MAX_SUBMIT_CHARS
 from workflows.context.items import Projection
+from workflows.context.observations import RecallStyle
 from workflows.tools import TOOL_SPECS, unknown_tools
 
 # hosted: the session runs the agent loop (update submit); external: an agent running
@@ -88,12 +90,19 @@ class SessionConfig(BaseModel):
     # grows large or Temporal suggests it.
     turns_per_run: int = 250
     updates_per_run: int = Field(500, ge=10, le=1_500)
-    system_prompt: str = "You are a careful software engineering agent."
+    # None: no system message (an external agent brings its own, or none)
+    system_prompt: str | None = "You are a careful software engineering agent."
     replay: ReplaySpec | None = None
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     subagents: SubagentSettings = Field(default_factory=SubagentSettings)
     # The tools offered to the model (None: the mode's default; see workflows.session.session_tools).
     tools: list[str] | None = Field(default=None, max_length=30)
+    # The agent's own tool definitions (external sessions), stored in PostgreSQL under this
+    # id (a digest of them); rendered after the catalog tools and counted in the budget.
+    tool_set: str | None = Field(default=None, pattern=r"^ts-[0-9a-f]{16,64}$")
+    recall: RecallStyle = "tool"  # see EngineConfig.recall
+    # Role of the texts the engine writes; "user" for sessions started before it was a choice.
+    generated_role: GeneratedRole = "system"
     tool_network: bool = False  # bash may reach the network (its sandbox has none otherwise)
     # How long a model or tool call retries transient failures (a killed worker, the
     # provider's 5xx or 429, an outage) before its task fails with the last cause.
@@ -183,6 +192,10 @@ class ExternalItem(BaseModel):
     tool_call_id: str | None = None
     tool_name: str | None = None
     exit_code: int | None = None
+    # The client's own id of the item (unique in the session) and a digest of what it holds,
+    # so the same id sent again is recognised and another content under it refused.
+    client_id: str | None = Field(default=None, min_length=1, max_length=200)
+    client_digest: str | None = Field(default=None, max_length=128)
 
 
 class AppendItemsRequest(BaseModel):
@@ -210,6 +223,8 @@ class PreparedRequest(BaseModel):
     preview_chars: int
     model: str
     tools: list[str]
+    tool_set: str | None = None  # the agent's own definitions, after ``tools`` (SessionConfig.tool_set)
+    recall: RecallStyle = "tool"
 
 
 class StepRequest(BaseModel):

@@ -129,6 +129,7 @@ class Lane:
                 item_ids=[self.item_id(seq) for seq in seqs],
                 observation_ids=[self.observation_id(seq) for seq in seqs],
                 bound_above_tokens=self.bound_above_tokens,
+                recall=self.state.config.recall,
             ),
             local,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from workflows.context.config import GeneratedRole
 from workflows.context.ledger import SharedEntry
 from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.handoff import HandoffStatus
@@ -28,6 +29,7 @@ class LaneConfig(BaseModel):
     replay: ReplaySpec | None = None
     tool_network: bool = False
     give_up_seconds: float = 1800.0
+    generated_role: GeneratedRole = "user"  # the parent's (SessionConfig.generated_role)
 
 
 class LaneInput(BaseModel):

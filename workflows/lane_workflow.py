@@ -54,6 +54,7 @@ class LaneWorkflow:
             tool_definition_tokens=started.tool_definition_tokens, budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled, preview_chars=cfg.preview_chars,
             id_prefix=ids.generated_id_prefix(inp.lane),
+            generated_role=cfg.generated_role,
             **patched_engine_options(),
         )
         lane = Lane(LaneState(session_id=inp.session_id, lane=inp.lane, model=cfg.model,

@@ -25,11 +25,13 @@ REQUEST_UNFIT = "RequestDoesNotFit"
 UNPAIRED_TOOL_CALL = "UnpairedToolCall"
 # An idempotency key (or step id) used again for a different call.
 KEY_REUSED = "IdempotencyKeyReused"
+# A client item id already names another item of the session (or other content).
+ITEM_ID_TAKEN = "ItemIdTaken"
 # The session is handing over to its next run (continue-as-new): the same call succeeds in a
 # moment, on the new run. Clients retry it (worker/sessions.py, the HTTP API does so itself).
 HANDING_OVER = "SessionHandingOver"
 REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE, REQUEST_UNFIT, UNPAIRED_TOOL_CALL, KEY_REUSED,
-                   HANDING_OVER)
+                   ITEM_ID_TAKEN, HANDING_OVER)
 
 # Queries cannot carry an error type (the client sees a message only): a query asked
 # while a run restores its checkpoint fails with a message holding this, which clients test for.
@@ -70,6 +72,11 @@ def unpaired(message: str) -> ApplicationError:
 def key_reused(key: str) -> ApplicationError:
     return rejection(KEY_REUSED, f"the key {key!r} was already used for a different call; use a new key for new "
                                  "content, or resend exactly the same call to get its result")
+
+
+def item_id_taken(client_id: str, item_id: str) -> ApplicationError:
+    return rejection(ITEM_ID_TAKEN, f"item_id {client_id!r} is already stored (as {item_id}) with other content; "
+                                    "an item id names one item: send new content under a new id")
 
 
 def handing_over(action: str) -> ApplicationError:

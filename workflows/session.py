@@ -276,6 +276,8 @@ class SessionWorkflow:
             preview_chars=lane.preview_chars,
             model=self.config.model,
             tools=self._tools(),
+            tool_set=self.config.tool_set,
+            recall=lane.state.config.recall,
         )
 
     @workflow.update
@@ -434,6 +436,7 @@ class SessionWorkflow:
                 config={"model": cfg.model, "context_window": cfg.context_window, "replay": cfg.replay is not None},
                 tools=self._tools(),
                 model=cfg.model,
+                tool_set=cfg.tool_set,
             )
         )
         config = EngineConfig(
@@ -442,12 +445,15 @@ class SessionWorkflow:
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled,
+            recall=cfg.recall,
+            generated_role=cfg.generated_role,
             **self.engine_options,
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
         async with lane.lock:
             self.lane = lane
-            await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
+            if cfg.system_prompt is not None:
+                await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
 
     def _lane(self) -> Lane:
         if self.lane is None:

@@ -202,7 +202,7 @@ class SubagentHost:
             model=cfg.model, context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
             budget_tokens=cfg.subagents.budget_tokens or cfg.budget_tokens, preview_chars=lane.preview_chars,
             tools=tools, max_turns=cfg.subagents.max_turns, compaction=cfg.compaction, tool_network=cfg.tool_network,
-            give_up_seconds=cfg.give_up_seconds,
+            give_up_seconds=cfg.give_up_seconds, generated_role=cfg.generated_role,
         )
 
     def _max_prefix_tokens(self, lane_config: LaneConfig, lane: Lane) -> int:

@@ -55,6 +55,23 @@ class SubagentsIn(Strict):
                                       description="a subagent's working-set budget (default: the session's)")
 
 
+class FunctionIn(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    description: str | None = Field(None, max_length=10_000)
+    parameters: dict[str, Any] | None = None  # a JSON Schema object
+    strict: bool | None = None
+
+
+class FunctionToolIn(Strict):
+    """One of the agent's own tools, in the Chat Completions function-tool form."""
+
+    type: Literal["function"] = "function"
+    function: FunctionIn
+
+
+MAX_TOOL_DEFINITIONS_CHARS = 200_000  # all of a session's tool definitions, as JSON
+
+
 class SessionCreate(Strict):
     mode: SessionMode = Field("hosted", description="hosted: the worker runs the agent loop (POST /messages); "
                                              "external: your agent runs it (POST /items, GET /request)")
@@ -64,7 +81,18 @@ class SessionCreate(Strict):
     budget_tokens: int | None = Field(None, ge=256, le=10_000_000,
                                       description="working-set budget (default: the usable input window)")
     tools: ToolsMode | None = Field(None, description="tools mode: workspace tools, recall only, or none")
-    system_prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS)
+    system_prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS,
+                                      description="hosted default: a coding-agent prompt; external: none")
+    tool_definitions: list[FunctionToolIn] | None = Field(
+        None, max_length=128, description="external sessions: the agent's own tools, rendered in every request "
+        "(after any of tools) and counted in the budget")
+    recall: Literal["tool", "endpoint"] | None = Field(
+        None, description="external sessions: how placeholders say to read archived text back. tool: call "
+        "recall_observation (the agent has a tool of that name); endpoint: GET /v1/sessions/{id}/observations/"
+        "{obs}. Default: tool when the session offers a recall_observation tool, else endpoint")
+    generated_role: Literal["system", "developer", "user"] | None = Field(
+        None, description="role of the texts Lanes writes into the request (checkpoint, memory, summary); "
+        "default system")
     max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
     updates_per_run: int | None = Field(None, ge=10, le=1_500, description="calls a workflow run takes before it "
                                         "continues as new (default 500; transparent to clients)")
@@ -157,6 +185,9 @@ class ItemIn(Strict):
     tool_call_id: str | None = Field(None, min_length=1, max_length=200)
     tool_name: str | None = Field(None, min_length=1, max_length=200)
     exit_code: int | None = Field(None, ge=-(2**31), le=2**31 - 1)
+    item_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
+                                description="your own id of the item, unique in the session: sent again with "
+                                "the same content it is recognised (not stored twice), with other content 409")
 
 
 class AppendItemsIn(Strict):
@@ -168,6 +199,7 @@ class AppendItemsOut(BaseModel):
     item_ids: list[str]
     stored_observations: list[str] = Field(default_factory=list)  # large texts stored by reference
     repeated: bool = False  # the Idempotency-Key was seen: nothing was appended again
+    already_stored: list[str] = Field(default_factory=list)  # client item ids stored by an earlier call
 
 
 class StepIn(Strict):
@@ -192,6 +224,7 @@ class StoredItemOut(BaseModel):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     tool_call_id: str | None = None
     observation_id: str | None = None
+    client_id: str | None = None  # your item_id, when you gave one
 
 
 class StoredItemPage(BaseModel):
@@ -258,6 +291,7 @@ class StepOut(BaseModel):
     item_ids: list[str]
     stored_observations: list[str] = Field(default_factory=list)
     repeated: bool = False  # the step id was seen: nothing was appended again
+    already_stored: list[str] = Field(default_factory=list)  # client item ids stored by an earlier call
     request: PreparedRequestOut
 
 

@@ -7,13 +7,12 @@ import httpx
 import openai
 import pytest
 
-from activities.tokens import count_tool_definitions
 from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 from recordings import recorded_outputs
 from tests.api.stack import replay_body
 from tests.integration.test_worker_crash import comparable
 from workflows.context.ids import INLINE_TEXT_LIMIT
-from workflows.tools import WORKSPACE_TOOLS, tool_specs
+from workflows.tools import REPLAY_TOOLS, tool_specs
 
 BUDGET = 4_000  # small enough that the recording forces compactions
 
@@ -61,10 +60,9 @@ async def test_external_agent_ends_with_the_context_hosted_mode_produces(client_
     hosted_report = await client_a.context(hosted.session_id)
     assert hosted_report.compactions >= 2
 
-    # The external session gets the workspace tool set, the replayed one bash + recall: the same
-    # effective budget needs the difference in tool-definition tokens added to budget_tokens.
-    extra = count_tool_definitions(tool_specs(WORKSPACE_TOOLS), "replay") - hosted_report.tool_definition_tokens
-    external = await client_a.create_session(mode="external", model="replay", budget_tokens=BUDGET + extra,
+    # The external agent declares the tools the replayed one had (bash + recall): the same budget.
+    external = await client_a.create_session(mode="external", model="replay", budget_tokens=BUDGET,
+                                             tool_definitions=tool_specs(REPLAY_TOOLS),
                                              system_prompt=trajectory.system or "You are a helpful assistant.")
     sid = external.session_id
     turns = await drive_external_agent(client_a, sid, trajectory, replay)
@@ -91,10 +89,10 @@ async def test_request_is_materialised_from_postgres_with_a_stable_prefix(client
     first = await client_a.next_request(sid)
     assert [m["role"] for m in first.messages] == ["system", "user", "user"]
     assert first.messages[0]["content"] == "You are terse." and first.messages[1]["content"] == "list the files"
-    assert [t["function"]["name"] for t in first.tools] == list(WORKSPACE_TOOLS)
+    assert first.tools == []  # an external agent runs its own tools: none of ours unless declared
     # task assembly laid the stable segment out (the system prompt, the pinned submission and decision)
     assert first.stable_prefix_messages == first.stable_prefix_entries == 3
-    assert first.token_estimate > first.plan_tokens > 0 and first.fits
+    assert first.token_estimate == first.plan_tokens > 0 and first.fits  # no tools: exactly what the engine measured
     assert [e.item_id for e in first.entries] == ["itm-000000", "itm-000001", "itm-000002"]
 
     call = {"id": "call-1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
@@ -145,7 +143,8 @@ async def test_idempotency_key_appends_once(client_a):
     other = await client_a.append_items(sid, [user_item("twice")], idempotency_key="turn-8")
     assert other.item_ids != first.item_ids
     report = await client_a.context(sid)
-    assert [i.kind for i in sorted(report.items, key=lambda i: i.seq)] == ["system", "user", "note", "user"]
+    # (no system item: an external session without a system_prompt gets none of ours)
+    assert [i.kind for i in sorted(report.items, key=lambda i: i.seq)] == ["user", "note", "user"]
 
 
 async def test_append_validation(client_a, api_stack):
@@ -170,7 +169,7 @@ async def test_append_validation(client_a, api_stack):
                                   headers={"Idempotency-Key": "has space"})
         assert bad_key.status_code == 400
     report = await client_a.context(sid)
-    assert [i.kind for i in report.items] == ["system"]  # every rejected call changed nothing
+    assert report.items == []  # every rejected call changed nothing (and no prompt of ours was added)
 
 
 async def test_episodes_and_condensation(client_a, api_stack):

@@ -39,6 +39,7 @@ REJECTION_STATUS: dict[str, tuple[int, str]] = {
     rejections.REQUEST_UNFIT: (422, "request_unfit"),
     rejections.UNPAIRED_TOOL_CALL: (422, "unpaired_tool_call"),
     rejections.KEY_REUSED: (422, "idempotency_key_reused"),
+    rejections.ITEM_ID_TAKEN: (409, "item_id_conflict"),
     rejections.HANDING_OVER: (503, "handing_over"),  # only after the API's own retries ran out
 }
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import uuid
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Path, Query
@@ -76,12 +77,63 @@ def _check_key(key: str | None, what: str) -> None:
         raise ApiError(400, "rejected", f"{what} must be 1-200 printable ASCII characters without spaces")
 
 
-async def _external_items(be: Be, sid: str, items: list[ItemIn], key: str | None) -> tuple[list[ExternalItem], list[str]]:
-    """The items as the workflow takes them, large texts stored first (their ids)."""
+@dataclass
+class Incoming:
+    """A call's items as the workflow takes them: large texts stored first (``stored``), and
+    items the client already stored under its item id left out (``known``: index -> item id)."""
+
+    items: list[ExternalItem] = field(default_factory=list)
+    stored: list[str] = field(default_factory=list)
+    known: dict[int, str] = field(default_factory=dict)
+    already_stored: list[str] = field(default_factory=list)
+
+    def item_ids(self, appended: list[str], count: int) -> list[str]:
+        """The item id of each item of the call, in its order."""
+        new = iter(appended)
+        return [self.known[n] if n in self.known else next(new) for n in range(count)]
+
+
+def _client_digest(item: ItemIn) -> str:
+    body = json.dumps(item.model_dump(mode="json", exclude={"item_id"}), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+async def _known_items(be: Be, sid: str, items: list[ItemIn]) -> tuple[dict[int, str], dict[int, str]]:
+    """(index -> digest of every item with a client id, index -> stored item id of those
+    already stored with the same content); other content under a stored id is 409."""
+    digests = {n: _client_digest(item) for n, item in enumerate(items) if item.item_id is not None}
+    if not digests:
+        return {}, {}
+    seen: dict[str, int] = {}
+    for n in digests:
+        client_id = items[n].item_id
+        assert client_id is not None
+        if client_id in seen:
+            raise ApiError(422, "invalid", f"items[{n}]: item_id {client_id!r} is also items[{seen[client_id]}]")
+        seen[client_id] = n
+    try:
+        uses = await (await be.store()).client_id_uses(sid, list(seen))
+    except StoreError as exc:
+        log.warning("could not look up the item ids of %s: %s", sid, exc)
+        raise store_unavailable() from None
+    known = {}
+    for client_id, use in uses.items():
+        n = seen[client_id]
+        if use.client_digest != digests[n]:
+            raise ApiError(409, "item_id_conflict", f"items[{n}]: item_id {client_id!r} is already stored (as "
+                                                    f"{use.item_id}) with other content")
+        known[n] = use.item_id
+    return digests, known
+
+
+async def _external_items(be: Be, sid: str, items: list[ItemIn], key: str | None) -> Incoming:
+    """The items as the workflow takes them, large texts stored first."""
     store = await be.store()
-    converted: list[ExternalItem] = []
-    stored: list[str] = []
+    digests, known = await _known_items(be, sid, items)
+    incoming = Incoming(known=known, already_stored=[items[n].item_id or "" for n in sorted(known)])
     for index, item in enumerate(items):
+        if index in known:
+            continue
         text = item.text if item.text is not None else ""
         content_ref = None
         if len(text) > ids.INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
@@ -91,13 +143,14 @@ async def _external_items(be: Be, sid: str, items: list[ItemIn], key: str | None
             except StoreError as exc:
                 log.warning("could not store item %d of %s: %s", index, sid, exc)
                 raise store_unavailable() from None
-            stored.append(content_ref)
-        converted.append(ExternalItem(
+            incoming.stored.append(content_ref)
+        incoming.items.append(ExternalItem(
             kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,
             tool_calls=[ToolCall(**call.model_dump()) for call in item.tool_calls],  # the wire's model -> the engine's
             tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code,
+            client_id=item.item_id, client_digest=digests.get(index),
         ))
-    return converted, stored
+    return incoming
 
 
 def _update_id(kind: str, key: str | None, digest: str | None) -> str | None:
@@ -111,7 +164,8 @@ async def _request_out(be: Be, sid: str, prepared: PreparedRequest) -> PreparedR
     try:
         request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
                                     tools=prepared.tools, model=prepared.model,
-                                    stable_prefix_entries=prepared.stable_prefix_entries)
+                                    stable_prefix_entries=prepared.stable_prefix_entries,
+                                    tool_set=prepared.tool_set, recall=prepared.recall)
     except LookupError as exc:
         raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
     except ValueError as exc:  # a tool the catalog no longer has
@@ -133,14 +187,18 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
                        idempotency_key: Annotated[str | None, Header(max_length=200)] = None) -> AppendItemsOut:
     _check_key(idempotency_key, "Idempotency-Key")
     sid = row.session_id
-    items, stored = await _external_items(be, sid, body.items, idempotency_key)
-    request = AppendItemsRequest(items=items, key=idempotency_key,
+    incoming = await _external_items(be, sid, body.items, idempotency_key)
+    if not incoming.items:  # every item is stored already (a resent batch): nothing to append
+        return AppendItemsOut(session_id=sid, item_ids=incoming.item_ids([], len(body.items)), repeated=True,
+                              already_stored=incoming.already_stored)
+    request = AppendItemsRequest(items=incoming.items, key=idempotency_key,
                                  digest=None if idempotency_key is None else _digest(body.items))
     update_id = _update_id("append", idempotency_key, request.digest)
     result = await be.temporal(
         sid, "append the items", lambda h: h.execute_update(SessionWorkflow.append_items, request, id=update_id))
-    return AppendItemsOut(session_id=sid, item_ids=result.item_ids, stored_observations=stored,
-                          repeated=result.repeated)
+    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(body.items))
+    return AppendItemsOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
+                          repeated=result.repeated, already_stored=incoming.already_stored)
 
 
 @router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
@@ -156,14 +214,15 @@ async def next_request(row: Owned, be: Be) -> PreparedRequestOut:
 async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     _check_key(body.step_id, "step_id")
     sid = row.session_id
-    items, stored = await _external_items(be, sid, body.items, body.step_id)
-    request = StepRequest(items=items, step_id=body.step_id,
+    incoming = await _external_items(be, sid, body.items, body.step_id)
+    request = StepRequest(items=incoming.items, step_id=body.step_id,
                           digest=None if body.step_id is None else _digest(body.items))
     update_id = _update_id("step", body.step_id, request.digest)
     result: StepResult = await be.temporal(
         sid, "take the step", lambda h: h.execute_update(SessionWorkflow.step, request, id=update_id))
-    return StepOut(session_id=sid, item_ids=result.item_ids, stored_observations=stored, repeated=result.repeated,
-                   request=await _request_out(be, sid, result.request))
+    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(body.items))
+    return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=result.repeated,
+                   already_stored=incoming.already_stored, request=await _request_out(be, sid, result.request))
 
 
 @router.get("/sessions/{session_id}/items", response_model=StoredItemPage, tags=["inspect"],
@@ -180,7 +239,8 @@ async def list_items(row: Owned, be: Be,
         items.append(StoredItemOut(
             item_id=r.item_id, seq=r.seq, lane=r.lane, kind=r.kind, role=r.role, task_id=meta.get("task"),
             text=content.get("text", ""), tool_calls=content.get("tool_calls", []),
-            tool_call_id=content.get("tool_call_id"), observation_id=meta.get("observation_id")))
+            tool_call_id=content.get("tool_call_id"), observation_id=meta.get("observation_id"),
+            client_id=r.client_id))
     return StoredItemPage(session_id=row.session_id, items=items,
                           next_after_seq=items[-1].seq if len(items) == limit else None)
 

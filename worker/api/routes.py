@@ -37,9 +37,10 @@ from lanes_client.schemas import (
     WorkflowInfo,
 )
 from lanes_client.shapes import SessionStatus as WireSessionStatus
+from worker.api.agent_world import agent_definitions, recall_style, tool_set_id
 from worker.api.auth import bearer_scheme
 from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
-from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found
+from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found, store_unavailable
 from worker.api.replays import check_replay
 from worker.sessions import new_session_id, start_session
 from workflows.context.observations import observation_address
@@ -51,7 +52,7 @@ from workflows.contract import (
     SubmitRequest,
     SubmitResult,
 )
-from workflows.session import SessionWorkflow
+from workflows.session import SessionWorkflow, session_tools
 
 log = logging.getLogger("lanes.api")
 
@@ -115,7 +116,8 @@ Owned = Annotated[SessionRow, Depends(owned)]
 TOOLS_OF_MODE: dict[str, list[str]] = {"recall": ["recall_observation"], "none": []}
 
 
-def _session_config(body: SessionCreate, session_id: str, tenant: str, request: Request) -> SessionConfig:
+def _session_config(body: SessionCreate, session_id: str, tenant: str, request: Request,
+                    definitions: list[dict[str, Any]]) -> SessionConfig:
     settings = request.app.state.settings
     values: dict[str, Any] = {
         "session_id": session_id,
@@ -134,6 +136,16 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
         values["updates_per_run"] = body.updates_per_run
     if body.tools is not None and body.tools != "workspace":
         values["tools"] = TOOLS_OF_MODE[body.tools]
+    elif body.mode == "external" and body.tools is None:
+        values["tools"] = []  # the agent runs its own tools: none of ours unless asked for
+    if body.mode == "external" and body.system_prompt is None:
+        values["system_prompt"] = None  # the agent's prompt, or none: never ours
+    catalog = session_tools(SessionConfig(session_id=session_id, tools=values.get("tools"), mode=body.mode))
+    values["recall"] = recall_style(body, catalog + [d["function"]["name"] for d in definitions])
+    if definitions:
+        values["tool_set"] = tool_set_id(definitions)
+    if body.generated_role is not None:
+        values["generated_role"] = body.generated_role
     if body.subagents is not None:
         values["subagents"] = body.subagents.model_dump(exclude_none=True)
     if body.compaction is not None:
@@ -160,13 +172,16 @@ def _row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
         "context_window": config.context_window,
         "max_output_tokens": config.max_output_tokens,
         "budget_tokens": config.budget_tokens,
-        "tools": body.tools or "workspace",
+        "tools": body.tools or ("workspace" if body.mode == "hosted" else "none"),
+        "tool_definitions": len(body.tool_definitions or []),
+        "recall": config.recall,
+        "generated_role": config.generated_role,
         "max_turns_per_task": config.max_turns_per_task,
         "llm_compaction": bool(body.compaction and body.compaction.enabled),
         "subagents": config.subagents.enabled,
         "replay": config.replay is not None,
-        "system_prompt_preview": config.system_prompt[:200],
-        "system_prompt_chars": len(config.system_prompt),
+        "system_prompt_preview": (config.system_prompt or "")[:200],
+        "system_prompt_chars": len(config.system_prompt or ""),
         "created_by": "api",
     }
 
@@ -177,10 +192,18 @@ async def create_session(request: Request, response: Response, tenant: Tenant, b
                          body: Annotated[SessionCreate | None, Body()] = None) -> SessionCreated:
     body = body or SessionCreate()
     session_id = new_session_id("ses")
-    config = _session_config(body, session_id, tenant, request)
+    catalog = TOOLS_OF_MODE.get(body.tools or "", [])
+    definitions = agent_definitions(body, catalog)
+    config = _session_config(body, session_id, tenant, request, definitions)
     row_config = _row_config(body, config)
     client = await be.client()  # reachable before anything is written
     created = await be.create_session_row(session_id, tenant, row_config)
+    if config.tool_set is not None:  # stored before the session starts: it measures them
+        try:
+            await (await be.store()).put_tool_set(session_id, config.tool_set, definitions)
+        except StoreError:
+            await be.delete_session_row(session_id, tenant)
+            raise store_unavailable() from None
     try:
         await asyncio.wait_for(start_session(client, config, request.app.state.settings.task_queue), 30)
     except Exception as exc:

@@ -11,8 +11,15 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from .items import Item, Kind
-from .observations import SCHEME
+from .observations import SCHEME, RecallStyle
 from .text import chars_to_tokens, clip
+
+# How the checkpoint says to read archived output back (observations.recall_hint for placeholders).
+_RECALL_SENTENCES: dict[str, str] = {
+    "tool": "recall exact tool output with recall_observation(address, offset, limit) on the listed addresses.",
+    "endpoint": "read exact tool output for the listed addresses from the Context Lanes API: "
+                "GET /v1/sessions/{session}/observations/{obs-id}?offset=&limit=",
+}
 
 MAX_OBSERVATIONS = 24
 MAX_EPISODES = 10
@@ -94,7 +101,7 @@ def _anchor_seq(anchor: str) -> int:
     return int(anchor.split(" ", 2)[1])
 
 
-def checkpoint_text(data: CheckpointData, cap_tokens: int) -> str:
+def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle = "tool") -> str:
     """The checkpoint message; older list entries are left out until it fits ``cap_tokens``.
 
     Every line is rendered once; shedding works on line lengths (this runs once per
@@ -106,12 +113,13 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int) -> str:
     keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes)}
     # shed the least valuable first: old observation references, then anchors, then episodes
     order = [("observations", 4), ("anchors", 0), ("episodes", 1), ("observations", 0), ("episodes", 0)]
-    while chars_to_tokens(_length(data, episodes, anchors, observations, keep)) > cap_tokens:
+    hint = _RECALL_SENTENCES[recall]
+    while chars_to_tokens(_length(data, episodes, anchors, observations, keep, hint)) > cap_tokens:
         name = next((n for n, floor in order if keep[n] > floor), None)
         if name is None:
             break
         keep[name] -= 1
-    return "\n".join(_lines(data, episodes, anchors, observations, keep))
+    return "\n".join(_lines(data, episodes, anchors, observations, keep, hint))
 
 
 def _episode_lines(note: EpisodeNote) -> list[str]:
@@ -127,17 +135,17 @@ def _observation_line(note: ObservationNote) -> str:
     return clip(f"- {SCHEME}{note.obs_id} — {note.tool}{what} (seq {note.seq}, {note.chars} chars)", LINE_CHARS)
 
 
-def _length(data, episodes, anchors, observations, keep) -> int:
-    lines = _lines(data, episodes, anchors, observations, keep)
+def _length(data, episodes, anchors, observations, keep, hint) -> int:
+    lines = _lines(data, episodes, anchors, observations, keep, hint)
     return sum(map(len, lines)) + len(lines) - 1
 
 
 def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], observations: list[str],
-           keep: dict[str, int]) -> list[str]:
+           keep: dict[str, int], hint: str) -> list[str]:
     lines = [
         "[Context checkpoint] Earlier history was archived to keep this context bounded; nothing was deleted.",
         f"Archived: items seq {data.first_seq}–{data.last_seq} ({data.archived_items} items) are out of this "
-        "context; recall exact tool output with recall_observation(address, offset, limit) on the listed addresses.",
+        f"context; {hint}",
     ]
     if episodes:
         lines.append("Completed episodes (conclusions written by the agent):")

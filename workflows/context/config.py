@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from .observations import RecallStyle
+
+GeneratedRole = Literal["system", "developer", "user"]
 
 
 class EngineConfig(BaseModel):
@@ -42,6 +48,13 @@ class EngineConfig(BaseModel):
     # Prefix of the ids of generated items: a child lane stores them in its parent's session,
     # so its "memory-3" must not collide with the parent's.
     id_prefix: str = Field(default="", pattern=r"^[A-Za-z0-9_.-]*$", max_length=64)
+    # How placeholders and the checkpoint tell the model to read archived text back: "tool"
+    # (recall_observation) or "endpoint" (the API, for an agent that lacks the tool).
+    recall: RecallStyle = "tool"
+    # Role of the texts the engine writes (checkpoint, memory, summary, episode markers).
+    # "user" until sessions could choose; new sessions default to "system" (contract.py) so
+    # that a checkpoint does not read as a turn of the user.
+    generated_role: GeneratedRole = "user"
 
     @property
     def usable_input(self) -> int:

@@ -101,7 +101,7 @@ class Draft:
         return min(self.config.checkpoint_tokens, max(150, self.config.base_budget // 10))
 
     def checkpoint_text(self) -> str:
-        return checkpoint_text(self.checkpoint, self.checkpoint_cap())
+        return checkpoint_text(self.checkpoint, self.checkpoint_cap(), self.config.recall)
 
     # --- changing the draft --------------------------------------------------------------
     def invalidate(self) -> None:
@@ -153,7 +153,8 @@ class Draft:
             text = texts[kind]
             live = self.state.generated_id(kind)
             if text:
-                generated.append(GeneratedText(key=kind, text=text, text_hash=text_hash(text),
+                generated.append(GeneratedText(key=kind, role=self.config.generated_role, text=text,
+                                               text_hash=text_hash(text),
                                                estimated_tokens=estimate_tokens(text)))
             elif live:  # nothing left to say (e.g. no active episode): retire the live item
                 transitions.append(Transition(item_id=live, lifecycle=Lifecycle.ARCHIVED,

@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 SCHEME = "observation://"
 OBSERVATION_ID = re.compile(r"obs-[A-Za-z0-9][A-Za-z0-9_.-]*")
 _QUERY_KEYS = ("offset", "limit")
+
+# How a model gets archived text back: with the session's recall_observation tool, or (an
+# external agent without it) from the HTTP API. Placeholders never name a tool it lacks.
+RecallStyle = Literal["tool", "endpoint"]
+_RECALL_HINTS: dict[str, str] = {
+    "tool": "recall exact ranges with recall_observation(address, offset, limit)",
+    "endpoint": "read exact ranges from the Context Lanes API: GET /v1/sessions/{session}/observations/{obs-id}"
+                "?offset=&limit=",
+}
+
+
+def recall_hint(style: RecallStyle = "tool") -> str:
+    """The sentence that tells the model how to read an archived range back."""
+    return _RECALL_HINTS[style]
 
 
 @dataclass(frozen=True)

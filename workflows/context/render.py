@@ -12,17 +12,24 @@ from collections.abc import Sequence
 
 from .content import ItemContent, ToolCall
 from .items import Item, Projection, is_tool_output
-from .observations import observation_address, parse_observation_uri, range_address  # noqa: F401  (re-exported)
+from .observations import (  # noqa: F401  (parse_observation_uri: re-exported)
+    RecallStyle,
+    observation_address,
+    parse_observation_uri,
+    range_address,
+    recall_hint,
+)
 from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
 
-RECALL_HINT = "recall exact ranges with recall_observation(address, offset, limit)"
 # Longest tool-call argument string kept verbatim per projection of an assistant message.
 _ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120}
 _MIN_ARGUMENT_SHARE = 200
 
 
-def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int) -> str:
-    """The text of ``item`` under ``projection``; bounded for every projection but FULL."""
+def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
+                    recall: RecallStyle = "tool") -> str:
+    """The text of ``item`` under ``projection``; bounded for every projection but FULL.
+    ``recall``: how placeholders say to read the omitted text back."""
     text = content.text
     if projection == Projection.FULL:
         return text
@@ -30,7 +37,7 @@ def projection_text(item: Item, content: ItemContent, projection: Projection, pr
         return ""
     address = observation_address(item.observation_id) if item.observation_id else None
     if projection == Projection.COMPACT:
-        return _head_tail(text, preview_chars, item.observation_id)
+        return _head_tail(text, preview_chars, item.observation_id, recall)
     if address is None:
         return _without_address(item, text, projection)
     if projection == Projection.MINIMAL_REFERENCE:
@@ -38,10 +45,10 @@ def projection_text(item: Item, content: ItemContent, projection: Projection, pr
     if is_tool_output(item):
         tool = item.tool_name or content.tool_name or "tool"
         return f"Earlier {tool} output was compacted.\nFull output: {address}"
-    return _source_reference(text, address, preview_chars)
+    return _source_reference(text, address, preview_chars, recall)
 
 
-def _head_tail(text: str, preview_chars: int, obs_id: str | None) -> str:
+def _head_tail(text: str, preview_chars: int, obs_id: str | None, recall: RecallStyle) -> str:
     """Beginning and end (together at most ``preview_chars``) with the omitted range between."""
     if len(text) <= preview_chars:
         return text
@@ -55,13 +62,13 @@ def _head_tail(text: str, preview_chars: int, obs_id: str | None) -> str:
         example = range_address(obs_id, head_n, min(omitted, 16000))
         marker = (
             f"[... {omitted} characters omitted (offset {head_n} to {head_n + omitted}). "
-            f"Full output: {address} — {RECALL_HINT}, e.g. {example} ...]"
+            f"Full output: {address} — {recall_hint(recall)}, e.g. {example} ...]"
         )
     tail = text[len(text) - tail_n:] if tail_n else ""
     return f"{text[:head_n]}\n{marker}\n{tail}"
 
 
-def _source_reference(text: str, address: str, preview_chars: int) -> str:
+def _source_reference(text: str, address: str, preview_chars: int, recall: RecallStyle) -> str:
     """Oversized input: a bounded, authoritative pointer to the exact stored text, with its
     beginning and its end."""
     shown = min(SOURCE_HEAD_MAX, preview_chars // 2)
@@ -70,7 +77,7 @@ def _source_reference(text: str, address: str, preview_chars: int) -> str:
     head, tail = text[:head_n], text[len(text) - tail_n:] if tail_n else ""
     return (
         f"Authoritative source: {address} ({len(text)} characters, stored exactly; only the "
-        f"beginning and the end are shown).\nBefore relying on any other part, {RECALL_HINT}, e.g. "
+        f"beginning and the end are shown).\nBefore relying on any other part, {recall_hint(recall)}, e.g. "
         f"{address}?offset={len(head)}&limit=16000\nBeginning:\n{head}\nEnd (from offset {len(text) - tail_n}):\n{tail}"
     )
 
@@ -107,13 +114,14 @@ def item_message(
     projection: Projection,
     preview_chars: int,
     keep_calls: list[ToolCall] | None = None,
+    recall: RecallStyle = "tool",
 ) -> dict | None:
     """One item as one chat message (None when it would be empty).
 
     The token counter renders each projection of an item with this function (all its
     calls kept), so measured costs match what ``render_messages`` sends.
     """
-    text = projection_text(item, content, projection, preview_chars)
+    text = projection_text(item, content, projection, preview_chars, recall)
     if item.role == "assistant":
         calls = content.tool_calls if keep_calls is None else keep_calls
         if not calls:
@@ -159,6 +167,7 @@ def render_messages(
     items: dict[str, Item],
     contents: dict[str, ItemContent],
     preview_chars: int,
+    recall: RecallStyle = "tool",
 ) -> list[dict]:
     """OpenAI chat messages for a request plan's (item id, projection) entries.
 
@@ -185,12 +194,12 @@ def render_messages(
         if item.role == "assistant":
             # pending is empty here: a call is paired only with a result before the next assistant turn
             keep = [c for c in content.tool_calls if (index, c.id) in paired]
-            emit(item_message(item, content, projection, preview_chars, keep))
+            emit(item_message(item, content, projection, preview_chars, keep, recall))
             pending.update(c.id for c in keep)
         elif item.role == "tool":
             call_id = _call_id(item, content)
             if call_id in pending:
-                message = item_message(item, content, projection, preview_chars)
+                message = item_message(item, content, projection, preview_chars, recall=recall)
                 assert message is not None  # a tool message always renders, empty or not
                 messages.append(message)
                 pending.discard(call_id)
@@ -198,15 +207,16 @@ def render_messages(
                     messages.extend(deferred)
                     deferred.clear()
             else:
-                emit(_orphan_result(item, content, projection, preview_chars))
+                emit(_orphan_result(item, content, projection, preview_chars, recall))
         else:
-            emit(item_message(item, content, projection, preview_chars))
+            emit(item_message(item, content, projection, preview_chars, recall=recall))
     messages.extend(deferred)
     return messages
 
 
-def _orphan_result(item: Item, content: ItemContent, projection: Projection, preview_chars: int) -> dict:
+def _orphan_result(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
+                   recall: RecallStyle) -> dict:
     tool = item.tool_name or content.tool_name or "tool"
-    text = projection_text(item, content, projection, preview_chars)
+    text = projection_text(item, content, projection, preview_chars, recall)
     return {"role": "user", "content": f"[Output of an earlier {tool} call]\n{text}"}
 
