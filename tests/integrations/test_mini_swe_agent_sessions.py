@@ -5,6 +5,7 @@ a given session refuses a message list that is not its own."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 import pytest
@@ -52,20 +53,21 @@ async def test_a_step_whose_answer_was_lost_is_taken_again_without_storing_twice
     transport = LoseTheFirstStepAnswer()
     lanes = LanesClient(api_stack.base_url, api_stack.token_a, max_retries=0, transport=transport)
     model = LanesModel(_inner(), lanes, budget_tokens=4_000)
-    messages = [{"role": "system", "content": "You run commands."}, {"role": "user", "content": "list the files"}]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You run commands."},
+                                      {"role": "user", "content": "list the files"}]
     with pytest.raises(LanesTimeout):
         await asyncio.to_thread(model.prepare, messages)
     assert transport.lost == 1 and model.n_steps == 0
     first = await asyncio.to_thread(model.prepare, messages)  # the agent's retry: the same list
     assert [m["role"] for m in first.messages] == ["system", "user"]
-    messages += _exchange(1) + _exchange(1)[:1]  # equal messages at other positions are other items
-    messages[-1] = {**messages[-1], "tool_calls": [bash_call("call-2", "ls")]}
-    messages.append({"role": "tool", "tool_call_id": "call-2", "content": "file1.py\n"})
+    go_on = {"role": "user", "content": "Go on."}
+    messages += [*_exchange(1), dict(go_on), *_exchange(2), dict(go_on)]  # equal messages at two positions
     await asyncio.to_thread(model.prepare, messages)
     raw = list(lanes.iter_items(model.session_id))
     assert [i.client_id for i in raw] == [f"msa-{n}" for n in range(len(messages))]
-    assert [i.kind for i in raw] == ["system", "user", "assistant", "tool_result", "assistant", "tool_result"]
-    assert raw[3].text == raw[5].text and raw[3].item_id != raw[5].item_id
+    assert [i.kind for i in raw] == ["system", "user", "assistant", "tool_result", "user", "assistant", "tool_result",
+                                     "user"]
+    assert raw[4].text == raw[7].text == "Go on." and raw[4].item_id != raw[7].item_id
     lanes.close()
 
 
