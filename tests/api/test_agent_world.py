@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from activities.tokens import count_tool_definitions
-from lanes_client.client import LanesAPIError, assistant_item, tool_result_item
+from lanes_client import LanesAPIError, assistant_item, tool_result_item
 
 BASH = {"type": "function", "function": {
     "name": "bash", "description": "Run a shell command.",

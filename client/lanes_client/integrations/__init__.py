@@ -1,1 +1,2 @@
-"""Agent framework integrations (each needs its framework installed: see pyproject's extras)."""
+"""Integrations of the client with agent frameworks, one module each; each needs its
+framework installed (an extra of ``context-lanes-client``, e.g. ``[mini-swe-agent]``)."""

@@ -1,0 +1,231 @@
+"""mini-swe-agent (2.4.x) on a Context Lanes session: a model wrapper, so the agent keeps its
+own loop, environment and message list, and every model call sends Lanes' compacted request::
+
+    from minisweagent.agents.default import DefaultAgent
+    from minisweagent.environments.local import LocalEnvironment
+    from minisweagent.models.litellm_model import LitellmModel
+
+    model = LanesModel(LitellmModel(model_name="openai/gpt-4.1"), LanesClient(), budget_tokens=32_000)
+    DefaultAgent(model, LocalEnvironment(), **agent_config).run("Fix the failing test")
+
+On each ``query(messages)`` the messages not stored yet go to the session in one ``step``
+call, the inner model is called with the request Lanes returns (the system prompt, the task,
+recent turns in full, older tool output compacted or archived behind an address) and its
+answer goes back to the agent unchanged. The agent's full list stays the agent's; the
+session's raw history (``GET /items``) holds each of its messages once.
+
+Each message is stored under a client item id made of its position in the agent's list, so
+resending the whole list (a retried call, a new process resuming a saved trajectory) stores
+nothing twice, and two equal messages at different positions stay two items. The step id is
+derived from the step's content too: a step retried after a timeout answers the first call's
+items. A session that continues as new on the server is invisible here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from minisweagent.models.utils.actions_toolcall import BASH_TOOL
+from minisweagent.utils.serialize import recursive_merge
+
+from lanes_client.client import LanesClient
+from lanes_client.schemas import ItemIn, PreparedRequestOut, ToolCallIn
+
+__all__ = ["ITEM_ID_PREFIX", "LanesModel", "message_item"]
+
+ITEM_ID_PREFIX = "msa-"
+# What one call may carry (the API takes 100 items and a 2 MB body): a longer list, e.g. a
+# resumed trajectory, goes first in appends of this size.
+MAX_BATCH_ITEMS = 100
+MAX_BATCH_CHARS = 1_000_000
+SKIPPED_ROLES = frozenset({"exit"})  # the agent's own end marker: never sent to a model
+
+
+def _text(content: Any) -> str:
+    """A message's content as text (multimodal parts: their text parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")]
+    return "\n".join(parts)
+
+
+def message_item(message: dict[str, Any], position: int, call_names: dict[str, str]) -> ItemIn | None:
+    """The Lanes item of the agent's message at ``position`` (None for messages no model sees).
+
+    Assistant turns keep their tool calls and tool results their call id, so Lanes pairs them
+    (a result without its call, or a turn leaving one unanswered, is refused); ``call_names``
+    (call id -> tool name) is filled from the assistant turns as they pass.
+    """
+    role = message.get("role")
+    item_id = f"{ITEM_ID_PREFIX}{position}"
+    text = _text(message.get("content"))
+    if role in SKIPPED_ROLES:
+        return None
+    if role in ("system", "user"):
+        return ItemIn(kind=role, role=role, text=text, item_id=item_id)
+    if role == "assistant":
+        calls = []
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            calls.append(ToolCallIn(id=call["id"], name=fn.get("name") or "", arguments=fn.get("arguments") or "{}"))
+            call_names[call["id"]] = fn.get("name") or ""
+        return ItemIn(kind="assistant", role="assistant", text=text, tool_calls=calls, item_id=item_id)
+    if role == "tool":
+        call_id = message["tool_call_id"]
+        code = (message.get("extra") or {}).get("returncode")
+        return ItemIn(kind="tool_result", role="tool", text=text, tool_call_id=call_id,
+                      tool_name=call_names.get(call_id) or None, exit_code=code if isinstance(code, int) else None,
+                      item_id=item_id)
+    # e.g. the Responses API's function_call items: no chat message to map them to
+    raise ValueError(f"message {position} has role {role!r}: LanesModel takes Chat Completions messages "
+                     "(system, user, assistant with tool_calls, tool)")
+
+
+def _digest(item: ItemIn | None) -> str:
+    return "" if item is None else hashlib.sha256(item.model_dump_json(exclude={"item_id"}).encode()).hexdigest()
+
+
+def default_tools(model: Any) -> list[dict[str, Any]]:
+    """The tools the inner model sends with every call: mini-swe-agent's bash tool, except for
+    its text-based models (their config has an ``action_regex``), which send none."""
+    return [] if hasattr(getattr(model, "config", None), "action_regex") else [BASH_TOOL]
+
+
+def _batches(items: list[ItemIn]) -> list[list[ItemIn]]:
+    batches: list[list[ItemIn]] = [[]]
+    size = 0
+    for item in items:
+        chars = len(item.text or "") + sum(len(c.arguments) for c in item.tool_calls)
+        if batches[-1] and (len(batches[-1]) >= MAX_BATCH_ITEMS or size + chars > MAX_BATCH_CHARS):
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += chars
+    return batches
+
+
+def _key(kind: str, end: int, items: list[ItemIn]) -> str:
+    """A call's idempotency key from what it carries: the same call retried has the same key."""
+    digest = hashlib.sha256("\n".join(f"{i.item_id}:{_digest(i)}" for i in items).encode()).hexdigest()[:32]
+    return f"{ITEM_ID_PREFIX}{kind}-{end}-{digest}"
+
+
+class LanesModel:
+    """A mini-swe-agent model whose input is a Lanes session's request.
+
+    ``model``: the inner mini-swe-agent model (e.g. ``LitellmModel``), called with Lanes'
+    messages; its answers, cost and format errors reach the agent unchanged. ``session_id``:
+    an existing external session; without it one is created at the first call with
+    ``session`` as its settings (``budget_tokens``, ``context_window``, ``compaction``...) and
+    the agent's tools as its ``tool_definitions`` (``tools``: default mini-swe-agent's bash
+    tool, none for text-based models), and a new one again when the agent starts another run.
+    """
+
+    def __init__(self, model: Any, client: LanesClient, *, session_id: str | None = None,
+                 tools: list[dict[str, Any]] | None = None, **session: Any) -> None:
+        self.model = model
+        self.client = client
+        self.tools = default_tools(model) if tools is None else tools
+        self.session_settings = session
+        self.session_id = session_id
+        self.session_ids: list[str] = [session_id] if session_id else []
+        self._given_session = session_id is not None
+        self._stored: list[tuple[dict[str, Any], str]] = []  # the agent's messages stored, with their digest
+        self._call_names: dict[str, str] = {}
+        self.n_steps = 0
+        self.last_request: PreparedRequestOut | None = None
+        self.max_request_tokens = 0
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    def __getattr__(self, name: str) -> Any:
+        # what else a caller reads of a model (abort_exceptions, ...) is the inner model's
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    # --- the Model protocol ---------------------------------------------------------------
+
+    def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
+        request = self.prepare(messages)
+        return self.model.query(request.messages, **kwargs)
+
+    def format_message(self, **kwargs: Any) -> dict:
+        return self.model.format_message(**kwargs)
+
+    def format_observation_messages(self, message: dict, outputs: list[dict],
+                                    template_vars: dict | None = None) -> list[dict]:
+        return self.model.format_observation_messages(message, outputs, template_vars)
+
+    def get_template_vars(self, **kwargs: Any) -> dict[str, Any]:
+        return {**self.model.get_template_vars(**kwargs), "lanes_session_id": self.session_id}
+
+    def serialize(self) -> dict:
+        lanes = {"session_id": self.session_id, "session_ids": self.session_ids, "steps": self.n_steps,
+                 "max_request_tokens": self.max_request_tokens,
+                 "budget": self.last_request.budget if self.last_request else None}
+        return recursive_merge(self.model.serialize(), {"info": {"lanes": lanes, "config": {
+            "model_wrapper": f"{type(self).__module__}.{type(self).__name__}"}}})
+
+    # --- the session ----------------------------------------------------------------------
+
+    def prepare(self, messages: Sequence[dict[str, Any]]) -> PreparedRequestOut:
+        """Store the messages not stored yet and return the request to send instead of them."""
+        request = self._send(messages, with_request=True)
+        assert request is not None
+        self.n_steps += 1
+        self.last_request = request
+        self.max_request_tokens = max(self.max_request_tokens, request.token_estimate)
+        return request
+
+    def store(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Store the messages not stored yet, asking for no request: the agent's last answer
+        (it never goes to a model) after ``agent.run``, so the session's history is complete."""
+        self._send(messages, with_request=False)
+
+    def _send(self, messages: Sequence[dict[str, Any]], *, with_request: bool) -> PreparedRequestOut | None:
+        if not self._continues(messages):
+            self._start_over()
+        if self.session_id is None:
+            settings = {"model": getattr(self.model.config, "model_name", None), **self.session_settings}
+            self.session_id = self.client.create_session(
+                mode="external", tool_definitions=self.tools or None, **settings).session_id
+            self.session_ids.append(self.session_id)
+        start = len(self._stored)
+        new = [message_item(m, start + n, self._call_names) for n, m in enumerate(messages[start:])]
+        batches = _batches([item for item in new if item is not None])
+        *appends, last = batches if with_request else [*batches, []]
+        for batch in appends:
+            if batch:
+                self.client.append_items(self.session_id, batch, idempotency_key=_key("append", len(messages), batch))
+        request = None
+        if with_request:
+            request = self.client.step(self.session_id, last, step_id=_key("step", len(messages), last)).request
+        self._stored += [(m, _digest(item)) for m, item in zip(messages[start:], new, strict=True)]
+        return request
+
+    def _continues(self, messages: Sequence[dict[str, Any]]) -> bool:
+        """Whether ``messages`` extends what was stored (the agent appends to its list; a new
+        run starts a new list). Messages are compared by identity first, content otherwise."""
+        if len(messages) < len(self._stored):
+            return False
+        names = dict(self._call_names)
+        for position, (stored, digest) in enumerate(self._stored):
+            message = messages[position]
+            if message is not stored and _digest(message_item(message, position, names)) != digest:
+                return False
+        return True
+
+    def _start_over(self) -> None:
+        if self._given_session:
+            raise ValueError(f"session {self.session_id} holds another message list than this one (a new run of "
+                             "the agent?): give LanesModel no session_id to get a session per run")
+        self.session_id = None
+        self._stored = []
+        self._call_names = {}

@@ -1,0 +1,53 @@
+"""A scripted OpenAI-compatible Chat Completions server for agent-framework tests.
+
+It answers the n-th call with the n-th scripted message whatever the request holds (a
+compacted request no longer shows how many turns came before), over real HTTP, and keeps
+every request body it received so a test can check what the model was really sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+
+from tests.threaded_server import ThreadedServer
+
+
+def bash_call(call_id: str, command: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+
+
+class ScriptedChat:
+    def __init__(self, script: list[dict[str, Any]]) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def complete(request: Request) -> dict[str, Any]:
+            body = await request.json()
+            with self._lock:
+                n = len(self.requests)
+                self.requests.append(body)
+            if n >= len(self.script):
+                raise HTTPException(400, f"the script has {len(self.script)} answers; this is call {n + 1}")
+            message = self.script[n]
+            return {
+                "id": f"scripted-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None, **message},
+                             "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+
+        self._http = ThreadedServer(app)
+
+    @property
+    def base_url(self) -> str:
+        return self._http.base_url
+
+    def stop(self) -> None:
+        self._http.stop()
