@@ -14,7 +14,7 @@ agents = pytest.importorskip("agents")
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 
-from activities.tokens import count_message_tokens  # noqa: E402
+from activities.tokens import count_message_tokens, count_tool_definitions  # noqa: E402
 from lanes_client.integrations.openai_agents import LanesSession  # noqa: E402
 from tests.threaded_server import ThreadedServer  # noqa: E402
 
@@ -77,7 +77,8 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
     model = OpenAIChatCompletionsModel(model="deepseek-chat",
                                        openai_client=AsyncOpenAI(base_url=scripted.http.base_url, api_key="test"))
     agent = Agent(name="reader", instructions="Read what you are asked to.", model=model, tools=[read_part])
-    session = await LanesSession.create(client_a, system_prompt="Read what you are asked to.", budget_tokens=BUDGET)
+    session = await LanesSession.create(client_a, agent=agent, budget_tokens=BUDGET)
+    assert (await client_a.get_session(session.lanes_session_id)).config["tool_definitions"] == 1
 
     scripted.task = "first: read the parts"
     first = await Runner.run(agent, "first: read the parts", session=session, run_config=session.run_config(),
@@ -85,11 +86,18 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
     assert first.final_output == f"Read {CALLS} parts for: first: read the parts"
     assert len(scripted.requests) == CALLS + 1
     # every call's input was the compacted request: within budget although the run read far more
-    sizes = [sum(count_message_tokens(m) for m in r["messages"]) for r in scripted.requests]
+    # (the tools the SDK sends count too: the session declared them, so the budget is charged)
+    sizes = [sum(count_message_tokens(m) for m in r["messages"]) + count_tool_definitions(r["tools"])
+             for r in scripted.requests]
     raw_tokens = CALLS * count_message_tokens({"role": "tool", "content": _part(1)})
     assert raw_tokens > 3 * BUDGET
     assert max(sizes) <= BUDGET, sizes
-    assert (await client_a.context(session.lanes_session_id)).compactions > 0
+    report = await client_a.context(session.lanes_session_id)
+    assert report.compactions > 0
+    # the budget is charged for the tools the SDK sends (declared from the agent), give or take
+    # the SDK's own rendering of them
+    sent = count_tool_definitions(scripted.requests[0]["tools"])
+    assert abs(report.tool_definition_tokens - sent) <= 0.1 * sent, (report.tool_definition_tokens, sent)
     # ... while the session's raw history keeps every item as the SDK gave it
     history = await session.get_items()
     outputs = [i["output"] for i in history if i.get("type") == "function_call_output"]
@@ -114,7 +122,8 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
     assert any(m["role"] == "assistant" and m.get("content") == first.final_output for m in seen)
     history = await session.get_items()
     assert len([i for i in history if i.get("type") == "function_call_output"]) == 2 * CALLS
-    assert max(sum(count_message_tokens(m) for m in r["messages"]) for r in scripted.requests) <= BUDGET
+    assert max(sum(count_message_tokens(m) for m in r["messages"]) + count_tool_definitions(r["tools"])
+               for r in scripted.requests) <= BUDGET
 
 
 async def test_pop_and_clear_on_an_append_only_store(client_a):

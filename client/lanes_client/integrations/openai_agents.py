@@ -1,8 +1,11 @@
 """OpenAI Agents SDK integration: a Lanes external session as the SDK's ``Session``, and a
 per-call model input filter so that compaction also happens inside one run.
 
-    lanes = await LanesSession.create(client, system_prompt=agent.instructions, budget_tokens=8_000)
+    lanes = await LanesSession.create(client, agent=agent, budget_tokens=8_000)
     result = await Runner.run(agent, "task", session=lanes, run_config=lanes.run_config())
+
+- ``create(agent=...)`` declares the agent's instructions and function tools on the session,
+  so the budget is charged for the tools the SDK sends with every call.
 
 - ``add_items`` appends the SDK's items (Responses API items) as they are; the session
   stores them verbatim, reasoning included (``responses_items``).
@@ -21,9 +24,11 @@ per-call model input filter so that compaction also happens inside one run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
+from agents import Agent, FunctionTool
 from agents.memory.session_settings import SessionSettings
 from agents.run_config import CallModelData, ModelInputData, RunConfig
 
@@ -40,6 +45,15 @@ def _plain(item: Any) -> dict[str, Any]:
     return json.loads(json.dumps(item, default=str))
 
 
+def agent_tool_definitions(agent: Agent[Any]) -> list[dict[str, Any]]:
+    """The agent's function tools as the session declares them (Chat Completions form), so
+    the budget counts what the SDK sends with every call. Hosted and MCP tools are not known
+    until a run lists them: declare those yourself with ``tool_definitions``."""
+    return [{"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                              "parameters": tool.params_json_schema}}
+            for tool in agent.tools if isinstance(tool, FunctionTool)]
+
+
 class LanesSession:
     """The Agents SDK ``Session`` protocol over a Lanes external session."""
 
@@ -50,11 +64,18 @@ class LanesSession:
         self.session_id = session_id  # the name the SDK knows; stays when pop/clear move on
         self.lanes_session_id = session_id
         self._config = config
+        self._added = 0  # items added through this object: part of each append's idempotency key
 
     @classmethod
-    async def create(cls, client: AsyncLanesClient, **config: Any) -> LanesSession:
-        """A new external session (``tools`` defaults to ``none``: the SDK runs its own tools)."""
+    async def create(cls, client: AsyncLanesClient, agent: Agent[Any] | None = None, **config: Any) -> LanesSession:
+        """A new external session (``tools`` defaults to ``none``: the SDK runs its own tools);
+        ``agent``: its instructions (when text) and function tools are the session's."""
         config.setdefault("tools", "none")
+        if agent is not None:
+            if isinstance(agent.instructions, str):
+                config.setdefault("system_prompt", agent.instructions)
+            if definitions := agent_tool_definitions(agent):
+                config.setdefault("tool_definitions", definitions)
         created = await client.create_session(mode="external", **config)
         return cls(client, created.session_id, config=config)
 
@@ -74,7 +95,13 @@ class LanesSession:
     async def add_items(self, items: list[Any]) -> None:
         plain = [_plain(item) for item in items]
         for start in range(0, len(plain), BATCH):
-            await self.client.append_items(self.lanes_session_id, responses_items=plain[start:start + BATCH])
+            batch = plain[start:start + BATCH]
+            # the same batch at the same place (the SDK calling again after a failed call) is
+            # stored once; the same items later in the session are new items
+            key = hashlib.sha256(json.dumps([self.lanes_session_id, self._added, batch], sort_keys=True)
+                                 .encode()).hexdigest()[:40]
+            await self.client.append_items(self.lanes_session_id, responses_items=batch, idempotency_key=f"sdk-{key}")
+            self._added += len(batch)
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Remove and return the newest item: the history minus it moves to a new session."""
