@@ -28,6 +28,7 @@ from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
 from workflows.context.ledger import GENERATED_KINDS
 from workflows.context.render import render_messages
+from workflows.contract import SessionConfig
 from workflows.tools import REPLAY_TOOLS, tool_specs
 
 # the tools a hosted replay offers the model (bash + recall_observation), charged alike to every policy
@@ -233,6 +234,7 @@ def engine_config(budget: int, engine_options: dict | None = None) -> EngineConf
     fields = {
         "context_window": max(CONTEXT_WINDOW, budget), "max_output_tokens": MAX_OUTPUT_TOKENS,
         "tool_definition_tokens": TOOL_DEFINITION_TOKENS, "llm_condensation": False, "budget_override": budget,
+        "generated_role": SessionConfig.model_fields["generated_role"].default,  # as a new session writes them
     }
     fields.update(engine_options or {})
     return EngineConfig(**fields)
