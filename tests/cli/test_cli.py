@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,13 +19,11 @@ import pytest
 from tests.api.stack import CHECKOUT_PYTHONPATH, replay_body
 
 REPO = Path(__file__).resolve().parents[2]
-LANES = shutil.which("lanes", path=str(Path(sys.executable).parent))
 
 
 def lanes_command(*args: str) -> list[str]:
-    if LANES:
-        return [LANES, *args]
-    return [sys.executable, "-c", "import sys; from worker.cli import main; main(sys.argv[1:])", *args]
+    """``lanes ARGS`` from this checkout (the installed console script may import another one's code)."""
+    return [sys.executable, "-m", "worker.cli", *args]
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +54,9 @@ def test_session_new_list_show_cancel(env):
     created = lanes(env, "session", "new", "--mode", "external", "--budget", "9000", "--system", "Be brief.",
                     "--llm-compaction")
     assert created.returncode == 0, created.stderr
-    sid = created.stdout.strip().splitlines()[-1]
+    sid = created.stdout.strip()  # the id alone on stdout, the human line on stderr
     assert re.fullmatch(r"ses-[0-9a-f]{12}", sid)
-    assert "created external session" in created.stdout
+    assert "created external session" in created.stderr
     quiet = lanes(env, "session", "new", "-q")
     assert quiet.returncode == 0 and re.fullmatch(r"ses-[0-9a-f]{12}\n", quiet.stdout)
     as_json = json.loads(lanes(env, "session", "new", "--json", "--mode", "external").stdout)

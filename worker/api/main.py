@@ -12,7 +12,6 @@ it; the token itself is never printed.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -58,16 +57,13 @@ def local_token(settings: Settings) -> str:
     return token
 
 
-def main(argv: list[str] | None = None) -> int:
+def serve(host: str | None = None, port: int | None = None, log_level: str | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (``lanes api``); host and port default to the settings."""
     settings = get_settings()
-    parser = argparse.ArgumentParser(prog="lanes api", description="serve the Context Lanes HTTP API")
-    parser.add_argument("--host", default=settings.api_host, help=f"default: $LANES_API_HOST ({settings.api_host})")
-    parser.add_argument("--port", type=int, default=settings.api_port,
-                        help=f"default: $LANES_API_PORT ({settings.api_port})")
-    parser.add_argument("--log-level", default=os.environ.get("LANES_LOG_LEVEL", "info").lower(),
-                        choices=["critical", "error", "warning", "info", "debug"])
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=args.log_level.upper())
+    host = host or settings.api_host
+    port = port or settings.api_port
+    log_level = (log_level or os.environ.get("LANES_LOG_LEVEL", "info")).lower()
+    logging.basicConfig(level=log_level.upper())
 
     from worker.api.app import create_app
 
@@ -81,13 +77,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lanes api: {ENV_TOKENS} is not set; tenant 'default' uses the token in {token_file(settings)}",
               file=sys.stderr)
     app = create_app(settings, tokens=tokens)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, proxy_headers=False)
     server = _Server(config)
-    print(f"lanes api: http://{args.host}:{args.port} (inspector /ui, OpenAPI /openapi.json)", file=sys.stderr,
-          flush=True)
+    print(f"lanes api: http://{host}:{port} (inspector /ui, OpenAPI /openapi.json)", file=sys.stderr, flush=True)
     asyncio.run(server.serve())
     return 0 if server.started else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m worker.api.main ARGS``: the same as ``lanes api ARGS``."""
+    from worker.cli import run
+
+    return run(["api", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

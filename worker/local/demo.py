@@ -8,7 +8,6 @@ the session reaches step N and starts a fresh one: the session carries on.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -16,38 +15,35 @@ import shutil
 import signal
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from activities.store import Store
-from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory
+from recordings import load_trajectory
 from worker import sessions
-from worker.local.stack import Stack, kill_process
+from worker.local.api_process import DEFAULT_API_PORT, LocalApi, check_port, start_api
+from worker.local.replay_session import DEFAULT_REPLAY_BUDGET, DEFAULT_TRAJECTORY, session_body
+from worker.local.stack import Stack, free_port, kill_process, port_is_free
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import get_settings
 from worker.worker import connect
 
-DEFAULT_TRAJECTORY = (
-    Path(DEFAULT_TRAJECTORY_ROOT)
-    / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz"
-)
+DEFAULT_BUDGET = DEFAULT_REPLAY_BUDGET
 
 
-DEFAULT_BUDGET = 12_000
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="lanes demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trajectory", default=str(DEFAULT_TRAJECTORY), help="recorded session to replay")
-    parser.add_argument("--kill-worker-at-step", type=int, default=None, metavar="N")
-    parser.add_argument("--budget", type=int, default=DEFAULT_BUDGET,
-                        help=f"working-set budget in tokens (default {DEFAULT_BUDGET}: small enough to see compactions)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--data-dir", default=None, help="where the local stack keeps its files")
-    parser.add_argument("--keep-running", action="store_true", help="keep the stack up after the demo (Ctrl-C stops)")
-    return parser.parse_args(argv)
+@dataclass
+class DemoOptions:
+    trajectory: str = str(DEFAULT_TRAJECTORY)
+    kill_worker_at_step: int | None = None
+    budget: int = DEFAULT_BUDGET
+    json: bool = False
+    data_dir: str | None = None
+    keep_running: bool = False  # keep the stack, with the API and its inspector, up after the demo
+    api_port: int | None = None  # with keep_running: None is 8000 when free, else any free port
+    quiet: bool = False
 
 
 class WorkerProcess:
@@ -68,7 +64,8 @@ class WorkerProcess:
         self.proc = self._spawn()
 
 
-async def run_demo(args: argparse.Namespace, stack: Stack, temporal_address: str, console: Console) -> dict:
+async def run_demo(args: DemoOptions, stack: Stack, temporal_address: str, console: Console,
+                   api: LocalApi | None = None) -> dict:
     settings = get_settings()
     trajectory = load_trajectory(args.trajectory)
     worker = WorkerProcess(stack)
@@ -76,21 +73,30 @@ async def run_demo(args: argparse.Namespace, stack: Stack, temporal_address: str
     store = await Store.open(stack.dsn)
     try:
         client = await connect(settings.model_copy(update={"temporal_address": temporal_address}))
-        session_id = sessions.new_session_id("demo")
-        config = sessions.replay_session_config(session_id, trajectory, args.trajectory, server.base_url,
-                                                budget_tokens=args.budget)
-        handle = await sessions.start_session(client, config, settings.task_queue)
-        task_id = await sessions.submit(handle, trajectory.task)
+        if api is None:
+            session_id = sessions.new_session_id("demo")
+            config = sessions.replay_session_config(session_id, trajectory, args.trajectory, server.base_url,
+                                                    budget_tokens=args.budget)
+            handle = await sessions.start_session(client, config, settings.task_queue)
+            task_id = await sessions.submit(handle, trajectory.task)
+        else:  # through the API, so that its inspector lists the session
+            session_id, task_id = await _start_through_api(api, args, trajectory, server.base_url)
+            handle = client.get_workflow_handle(session_id)
+            console.print(f"inspector: {api.ui_url(session_id)}")
         killed = False
+        progress = _progress(console, args.quiet)
+        step = progress.add_task("replaying", total=len(trajectory.turns))
 
         async def watch(status) -> None:
             nonlocal killed
+            progress.update(step, completed=min(status.turns, len(trajectory.turns)))
             if args.kill_worker_at_step is not None and not killed and status.turns >= args.kill_worker_at_step:
                 killed = True
                 console.print(f"[yellow]step {status.turns}: SIGKILL worker pid {worker.proc.pid}, starting a new one")
                 worker.kill_and_replace()
 
-        final = await sessions.wait_task(handle, task_id, on_status=watch)
+        with progress:
+            final = await sessions.wait_task(handle, task_id, on_status=watch)
         report = await sessions.context(handle)
         await handle.signal("close")
         await handle.result()
@@ -119,6 +125,25 @@ async def run_demo(args: argparse.Namespace, stack: Stack, temporal_address: str
         await store.close()
 
 
+async def _start_through_api(api: LocalApi, args: DemoOptions, trajectory, model_url: str) -> tuple[str, str]:
+    from lanes_client import AsyncLanesClient
+
+    async with AsyncLanesClient(api.url, api.token) as lanes:
+        body = session_body(Path(args.trajectory).resolve(), trajectory, model_url, budget_tokens=args.budget)
+        created = await lanes.create_session(**body)
+        accepted = await lanes.send_message(created.session_id, trajectory.task)
+    return created.session_id, accepted.task_id
+
+
+def _progress(console: Console, quiet: bool):
+    """Model calls replayed so far (the demo takes a minute or two): a bar on a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("replaying the recorded session"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("steps"), TimeElapsedColumn(), console=console, transient=True,
+                    disable=quiet or not console.is_terminal)
+
+
 async def duplicate_items(store: Store, session_id: str, report, stored_ids: list[str]) -> int:
     """Items stored more than once: logged twice, or stored under an id the session
     never used (neither in its working set nor archived by a compaction)."""
@@ -134,13 +159,23 @@ def print_summary(summary: dict, console: Console) -> None:
     for key, value in summary.items():
         table.add_row(key, str(value))
     console.print(table)
-    console.print(
-        f"Inspect it: temporal workflow show --address {summary['temporal_address']} -w {summary['session_id']}"
-    )
 
 
-def main(argv: list[str]) -> int:
-    args = parse_args(argv)
+def print_next_steps(summary: dict, console: Console, api: LocalApi | None) -> None:
+    """Point at what still exists: the running stack, or how to get one that stays."""
+    if api is None:
+        console.print("The demo's stack has stopped. To watch a session compact in the inspector: "
+                      "[bold]lanes demo --ui[/bold] (make run ARGS=--ui), or [bold]lanes dev --replay[/bold].")
+        return
+    temporal = Path(sys.executable).parent / "temporal"
+    console.print(f"Inspector: {api.ui_url(summary['session_id'])}")
+    console.print(f"Temporal:  {temporal} workflow show --address {summary['temporal_address']} "
+                  f"-w {summary['session_id']}")
+    console.print(f"CLI:       LANES_API_URL={api.url} LANES_DATA_DIR={Path(api.token_source).parent} "
+                  f"lanes context {summary['session_id']}")
+
+
+def run(args: DemoOptions) -> int:
     console = Console(stderr=args.json)
     throwaway = args.data_dir is None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="lanes-demo-"))
@@ -151,26 +186,48 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(data_dir, ignore_errors=True)
 
 
-def _run(args: argparse.Namespace, console: Console, data_dir: Path) -> int:
+def _run(args: DemoOptions, console: Console, data_dir: Path) -> int:
+    api_port = None
+    if args.keep_running:  # a port given is checked before anything starts; the default may move
+        api_port = args.api_port or (DEFAULT_API_PORT if port_is_free(DEFAULT_API_PORT) else free_port())
+        check_port(api_port, get_settings().api_host, "the API", "--api-port")
     # Use what is already running: a Temporal server at TEMPORAL_ADDRESS, PostgreSQL at
     # DATABASE_URL (the stack honours it); start the rest.
     running_temporal = os.environ.get("TEMPORAL_ADDRESS", "").strip()
-    with Stack(data_dir, temporal=not running_temporal) as stack:
+    stack = Stack(data_dir, temporal=not running_temporal)
+    with console.status("starting PostgreSQL and Temporal…"):
+        stack.start()
+    try:
         temporal_address = running_temporal or stack.temporal_address
         console.print(f"stack up: temporal {temporal_address}, data in {data_dir}")
-        summary = asyncio.run(run_demo(args, stack, temporal_address, console))
+        api = None
+        if api_port is not None:
+            with console.status("starting the API…"):
+                api = start_api(stack, get_settings().api_host, api_port, allow_replay=True,
+                                replay_roots=[Path(args.trajectory).resolve().parent])
+        summary = asyncio.run(run_demo(args, stack, temporal_address, console, api))
         if args.json:
             print(json.dumps(summary))
         else:
             print_summary(summary, console)
+            print_next_steps(summary, console, api)
         if args.keep_running:
-            console.print("stack is running; Ctrl-C stops everything")
+            console.print("The stack is running; Ctrl-C stops everything.")
             try:
                 stack.wait_any()
             except KeyboardInterrupt:
                 pass
+    finally:
+        stack.stop()
     ok = summary["task_state"] == "completed" and summary["duplicate_items"] == 0
     if summary["replayed_steps"] != summary["recorded_steps"]:
         console.print(f"[red]the replay ran {summary['replayed_steps']} of {summary['recorded_steps']} recorded steps")
         ok = False
     return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m worker.local.demo ARGS``: the same as ``lanes demo ARGS``."""
+    from worker.cli import run as cli
+
+    return cli(["demo", *(sys.argv[1:] if argv is None else argv)])

@@ -1,45 +1,33 @@
 """``lanes replay``: replay recorded trajectories offline under context policies.
 
-    lanes replay [--policy P]... [--budget TOKENS] [--json] [--jobs N] PATH...
+    lanes replay [--policy P]... [--budget TOKENS]... [--json | --csv FILE | --plot FILE.png] [--jobs N] PATH...
 
 For every recorded model call, build the request each policy would send (``full``,
 ``masking-M``, ``lanes``; default: full, masking-10 and lanes) and report input tokens,
 prompt-cache hits, cost units, peak request, requests over the budget, compactions,
-planning time and lost items. ``--json`` prints one JSON object; otherwise a table, with
-a progress bar over files on stderr. No Temporal, no PostgreSQL.
+planning time and lost items, once per budget. ``--json`` prints one JSON object;
+otherwise a table (one row per policy on a wide terminal, one row per figure at 80 columns),
+with a progress bar over files on stderr. ``--csv`` and ``--plot`` write the figures per
+budget and policy (:mod:`worker.replay.export`). No Temporal, no PostgreSQL.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from worker.replay import export
 from worker.replay.policies import ReplayError, parse_policy
 from worker.replay.simulator import DEFAULT_BUDGET, DEFAULT_POLICIES, ReplayReport, default_jobs, replay_paths
 
 
-def _policy(value: str) -> str:
-    try:
-        return parse_policy(value).name
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {number}")
-    return number
-
-
-def _option(value: str) -> tuple[str, object]:
+def parse_option(value: str) -> tuple[str, object]:
+    """``KEY=VALUE`` of ``--engine-option``; the value is JSON when it parses as JSON."""
     key, eq, raw = value.partition("=")
     if not eq or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+        raise ValueError(f"expected KEY=VALUE, got {value!r}")
     try:
         parsed = json.loads(raw)
     except ValueError:
@@ -47,43 +35,48 @@ def _option(value: str) -> tuple[str, object]:
     return key.strip(), parsed
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="lanes replay",
-        description="Replay recorded agent trajectories offline and compare context policies.",
-    )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="trajectory files or folders (searched recursively)")
-    parser.add_argument("--policy", action="append", type=_policy, metavar="P",
-                        help="full, lanes or masking-M (e.g. masking-10); repeat for several "
-                             f"(default: {', '.join(DEFAULT_POLICIES)})")
-    parser.add_argument("--budget", type=_positive, default=DEFAULT_BUDGET, metavar="TOKENS",
-                        help=f"input token budget of a request (default: {DEFAULT_BUDGET})")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--jobs", type=_positive, default=None, metavar="N",
-                        help="replay files in N processes (default: one per CPU, at most 8)")
-    parser.add_argument("--engine-option", action="append", type=_option, default=[], metavar="KEY=VALUE",
-                        help="experiment: override an EngineConfig field of the lanes policy "
-                             "(e.g. target_ratio=0.4); the defaults are the engine's")
-    return parser
+@dataclass
+class ReplayOptions:
+    paths: list[str]
+    policies: list[str] = field(default_factory=lambda: list(DEFAULT_POLICIES))
+    budgets: list[int] = field(default_factory=lambda: [DEFAULT_BUDGET])
+    as_json: bool = False
+    jobs: int | None = None
+    engine_options: dict | None = None
+    csv: Path | None = None
+    plot: Path | None = None
+    quiet: bool = False
 
 
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    policies = list(dict.fromkeys(args.policy or DEFAULT_POLICIES))  # keep order, drop repeats
-    jobs = args.jobs or default_jobs()
-    options = dict(args.engine_option) or None
+def run(options: ReplayOptions) -> int:
+    policies = [parse_policy(p).name for p in dict.fromkeys(options.policies)]  # keep order, drop repeats
+    budgets = list(dict.fromkeys(options.budgets))
+    jobs = options.jobs or default_jobs()
+    reports = []
     try:
-        if args.json:
-            report = replay_paths(args.paths, policies, args.budget, jobs=jobs, engine_options=options)
-        else:
-            report = _with_progress(args.paths, policies, args.budget, jobs, options)
+        for budget in budgets:
+            if options.as_json or options.quiet:
+                reports.append(replay_paths(options.paths, policies, budget, jobs=jobs,
+                                            engine_options=options.engine_options))
+            else:
+                reports.append(_with_progress(options.paths, policies, budget, jobs, options.engine_options))
     except (ReplayError, ValueError) as error:
         print(f"lanes replay: error: {error}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
+    if options.csv is not None:
+        export.write_csv(reports, options.csv)
+    if options.plot is not None:
+        try:
+            export.write_plot(reports, options.plot)
+        except export.PlotUnavailable as error:
+            print(f"lanes replay: {error}", file=sys.stderr)
+            return 1
+    if options.as_json:
+        data = [report.as_dict() for report in reports]
+        print(json.dumps(data[0] if len(data) == 1 else {"budgets": data}, indent=2))
     else:
-        _print_table(report)
+        for report in reports:
+            _print_table(report, quiet=options.quiet)
     return 0
 
 
@@ -100,32 +93,57 @@ def _with_progress(paths: list[str], policies: list[str], budget: int, jobs: int
                             on_file=lambda _: progress.advance(task))
 
 
-def _print_table(report: ReplayReport) -> None:
+COLUMNS = ("input tokens", "cached", "cost units", "×first", "peak", "over budget", "unfit", "compactions",
+           "plan p50 ms", "plan p99 ms", "lost items")
+WIDE = 132  # the one-row-per-policy table needs this many columns; narrower: one row per figure
+CAPTION = ("cost units = uncached input + 0.1 × cached input (a prefix of at least 1,024 tokens byte-identical "
+           "to the previous request); ×first = cost relative to the first policy listed.")
+
+
+def _figures(report: ReplayReport) -> dict[str, list[str]]:
+    """Each policy's figures, formatted in the order of :data:`COLUMNS`."""
+    out: dict[str, list[str]] = {}
+    first = None
+    for name, p in report.as_dict()["policies"].items():
+        first = first or p["cost_units"] or 1.0
+        out[name] = [f"{p['input_tokens']:,}", f"{p['cached_input_tokens']:,}", f"{p['cost_units']:,.0f}",
+                     f"{p['cost_units'] / first:.3f}", f"{p['peak_input_tokens']:,}", str(p["over_budget_steps"]),
+                     str(p["unfit_steps"]), str(p["compactions"]), f"{p['plan_ms_p50']:.3f}",
+                     f"{p['plan_ms_p99']:.3f}", str(p["lost_items"])]
+    return out
+
+
+def _print_table(report: ReplayReport, quiet: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
     data = report.as_dict()
-    table = Table(title=f"{data['files']} files, {data['steps']:,} model calls, budget {data['budget']:,} tokens "
-                        f"({report.seconds:.1f} s)")
-    for column in ("policy", "input tokens", "cached", "cost units", "×first", "peak", "over budget",
-                   "unfit", "compactions", "plan p50 ms", "plan p99 ms", "lost items"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    first = None
-    for name, p in data["policies"].items():
-        first = first or p["cost_units"] or 1.0
-        table.add_row(
-            name, f"{p['input_tokens']:,}", f"{p['cached_input_tokens']:,}", f"{p['cost_units']:,.0f}",
-            f"{p['cost_units'] / first:.3f}", f"{p['peak_input_tokens']:,}", str(p["over_budget_steps"]),
-            str(p["unfit_steps"]), str(p["compactions"]), f"{p['plan_ms_p50']:.3f}", f"{p['plan_ms_p99']:.3f}",
-            str(p["lost_items"]),
-        )
+    title = (f"{data['files']} files, {data['steps']:,} model calls, budget {data['budget']:,} tokens "
+             f"({report.seconds:.1f} s)")
     console = Console()
     if not console.is_terminal:  # piped: no terminal width to respect, keep the numbers whole
-        console = Console(width=200)
+        console = Console(width=100_000)
+    figures = _figures(report)
+    if console.width >= WIDE:
+        table = Table(title=title)
+        table.add_column("policy")
+        for column in COLUMNS:
+            table.add_column(column, justify="right")
+        for name, values in figures.items():
+            table.add_row(name, *values)
+    else:  # at 80 columns: policies across, figures down
+        table = Table(title=title, title_justify="left")
+        table.add_column("")
+        for name in figures:
+            table.add_column(name, justify="right")
+        for index, column in enumerate(COLUMNS):
+            table.add_row(column, *(values[index] for values in figures.values()))
     console.print(table)
-    print("cost units = uncached input + 0.1 × cached input (a prefix of at least 1,024 tokens byte-identical "
-          "to the previous request); ×first = cost relative to the first policy listed.")
+    if not quiet:
+        console.print(CAPTION, highlight=False)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from worker.cli import run as cli
+
+    sys.exit(cli(["replay", *sys.argv[1:]]))

@@ -1,0 +1,137 @@
+"""What every ``lanes`` command shares: output, the API's address and token, errors.
+
+Output: tables and messages go through :func:`console`, which never wraps when stdout is
+not a terminal (piped output keeps whole lines); ``--json`` prints JSON on stdout;
+informational lines go to stderr so that stdout stays machine-readable.
+
+Exit codes: 0 done, 1 the API refused or failed (message on stderr), 2 usage error,
+3 the API could not be reached, 4 a task the command waited for failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+
+if TYPE_CHECKING:
+    from lanes_client import AsyncLanesClient
+
+EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TASK_FAILED = 1, 2, 3, 4
+DEFAULT_API_URL = "http://127.0.0.1:8000"  # lanes_client.DEFAULT_URL, without importing httpx for --help
+TOKEN_FILE = "api-token"  # worker.api.main.TOKEN_FILE
+PIPED_WIDTH = 100_000  # "no terminal": lines as long as their content
+
+
+class Usage(Exception):
+    """A mistake in the command line the parser could not see (exit 2)."""
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console that wraps at the terminal's width, and not at all when piped."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else PIPED_WIDTH
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+
+
+def print_json(value: Any) -> None:
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def fail(prog: str, message: str, code: int = 1) -> typer.Exit:
+    """Print ``prog: message`` on stderr; ``raise fail(...)`` ends the command with ``code``."""
+    print(f"{prog}: {message}", file=sys.stderr)
+    return typer.Exit(code)
+
+
+# --- the API's address and token ---------------------------------------------------------------
+
+
+def data_dir() -> Path:
+    """``LANES_DATA_DIR`` or ``./.lanes`` (as worker.settings resolves it, without pydantic)."""
+    configured = os.environ.get("LANES_DATA_DIR", "").strip()
+    path = Path(configured).expanduser() if configured else Path(".lanes")
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+def token_path() -> Path:
+    return data_dir() / TOKEN_FILE
+
+
+@dataclass(frozen=True)
+class Api:
+    """``--url``/``--token``/``--json`` of an API command, and where the token came from."""
+
+    url: str | None
+    token: str | None
+    token_source: str  # for the 401 hint
+    json: bool = False
+
+    def client(self) -> AsyncLanesClient:
+        from lanes_client import AsyncLanesClient
+
+        return AsyncLanesClient(self.url, self.token)
+
+
+def api(url: str | None, token: str | None, as_json: bool = False) -> Api:
+    """The token: ``--token``, else ``$LANES_API_TOKEN``, else the file ``lanes api`` wrote."""
+    if token:
+        return Api(url, token, "--token", as_json)
+    if os.environ.get("LANES_API_TOKEN"):
+        return Api(url, os.environ["LANES_API_TOKEN"], "$LANES_API_TOKEN", as_json)
+    path = token_path()
+    try:
+        found = path.read_text(encoding="utf-8").strip() or None
+    except OSError:
+        found = None
+    source = f"the token file {path}" if found else f"no token: the token file {path} does not exist"
+    return Api(url, found, source, as_json)
+
+
+def token_hint(source: str) -> str:
+    return (f"  ({source}; the API writes its token to <LANES_DATA_DIR or ./.lanes>/{TOKEN_FILE}: "
+            "set LANES_DATA_DIR to the folder 'lanes dev' uses, or LANES_API_TOKEN, or pass --token)")
+
+
+UrlOption = Annotated[str | None, typer.Option("--url", help=f"API address [default: $LANES_API_URL or {DEFAULT_API_URL}]",
+                                               show_default=False)]
+TokenOption = Annotated[str | None, typer.Option(
+    "--token", help="bearer token [default: $LANES_API_TOKEN, else <LANES_DATA_DIR or ./.lanes>/api-token]",
+    show_default=False)]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON on stdout")]
+QuietOption = Annotated[bool, typer.Option("-q", "--quiet", help="print only what a script needs")]
+
+
+async def _await(command: Callable[[], Awaitable[int | None]]) -> int | None:
+    return await command()
+
+
+def run_api(prog: str, api_: Api, command: Callable[[], Awaitable[int | None]]) -> None:
+    """Run an API command; its errors become one line on stderr and an exit code."""
+    from lanes_client import LanesAPIError, LanesError
+
+    try:
+        code: int = asyncio.run(_await(command)) or 0
+    except Usage as exc:
+        raise fail(prog, str(exc), EXIT_USAGE) from None
+    except LanesAPIError as exc:
+        print(f"{prog}: HTTP {exc.status} ({exc.code}): {exc.message}", file=sys.stderr)
+        if exc.status == 401:
+            print(token_hint(api_.token_source), file=sys.stderr)
+        raise typer.Exit(EXIT_API) from None
+    except LanesError as exc:  # no connection, or no answer in time (after the client's retries)
+        raise fail(prog, f"{exc} ('lanes dev' starts a local API)", EXIT_UNREACHABLE) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    if code:
+        raise typer.Exit(code)

@@ -1,0 +1,213 @@
+"""``lanes context``, ``lanes events`` and ``lanes recall``: what a session holds and did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from worker.cli.common import JsonOption, TokenOption, UrlOption, Usage, api, console, print_json, run_api
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from lanes_client import AsyncLanesClient
+
+LIFECYCLE_STYLE = {"pinned": "magenta", "active": "green", "retained": "yellow", "archived": "bright_black"}
+PROJECTION_STYLE = {"full": "", "compact": "cyan", "reference": "blue", "minimal-reference": "blue",
+                    "omitted": "bright_black"}
+BAR_WIDTH = 50
+# The inverse of workflows/context/ids.py observation_id (obs-<session>-<seq>, obs-<session>-<lane>-<seq>,
+# lanes being sub-NNNN) and external_observation_id (obs-<session>-ext-<digest>).
+_OBSERVATION = re.compile(r"obs-(?P<session>[A-Za-z0-9][A-Za-z0-9_.-]*?)(?:(?:-sub-\d{4})?-\d{6}|-ext-[0-9A-Za-z]+)")
+
+
+# --- lanes context ------------------------------------------------------------------------------
+
+
+def budget_bar(tokens_by_lifecycle: dict[str, int], budget: int, width: int = BAR_WIDTH) -> Text:
+    """A bar of ``width`` cells: one colour per lifecycle, free budget as dots."""
+    from rich.text import Text
+
+    total = sum(tokens_by_lifecycle.values())
+    scale = max(budget, total, 1)
+    bar = Text()
+    used = 0
+    for lifecycle in ("pinned", "active", "retained"):
+        cells = min(round(tokens_by_lifecycle.get(lifecycle, 0) * width / scale), width - used)
+        bar.append("█" * cells, style=LIFECYCLE_STYLE[lifecycle])
+        used += cells
+    bar.append("·" * (width - used), style="bright_black")
+    return bar
+
+
+async def print_context(lanes: AsyncLanesClient, session: str, out: Console, *, show_all: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    report = await lanes.context(session)
+    table = Table("seq", "item", "kind", "state", "projection", "tokens", "reason", "episode", box=None,
+                  pad_edge=False, header_style="bold")
+    shown = 0
+    for item in sorted(report.items, key=lambda i: (i.seq, i.id)):
+        if item.projection == "omitted" and not show_all:
+            continue
+        shown += 1
+        table.add_row(str(item.seq), item.id, item.kind,
+                      Text(item.lifecycle, style=LIFECYCLE_STYLE.get(item.lifecycle, "")),
+                      Text(item.projection, style=PROJECTION_STYLE.get(item.projection, "")),
+                      str(item.tokens), item.reason, item.episode or "")
+    out.print(table)
+    hidden = len(report.items) - shown
+    if hidden:
+        out.print(f"[dim]{hidden} omitted items not listed (--all lists them)[/dim]")
+    pct = 100.0 * report.pressure
+    out.print(Text("budget ") + budget_bar(report.tokens_by_lifecycle, report.budget) + Text(
+        f" {report.working_set_tokens:,} / {report.budget:,} tokens ({pct:.1f}%)"))
+    fixed = report.tool_definition_tokens + report.capability_tokens
+    if fixed:  # the budget the session was given is not the one shown: say where the rest went
+        parts = [f"tool definitions {report.tool_definition_tokens:,}"]
+        if report.capability_tokens:
+            parts.append(f"capabilities {report.capability_tokens:,}")
+        out.print(Text(f"the working set gets {report.budget:,} of {report.budget + fixed:,} tokens: "
+                       f"{' and '.join(parts)} are sent with every request"))
+    legend = "  ".join(f"{k} {v:,}" for k, v in report.tokens_by_lifecycle.items())
+    out.print(Text(f"by state: {legend}"))
+    kinds = "  ".join(f"{k} {v:,}" for k, v in sorted(report.tokens_by_kind.items(), key=lambda kv: -kv[1]))
+    out.print(Text(f"by kind: {kinds}"))
+    out.print(Text(f"compactions {report.compactions}, tool definitions {report.tool_definition_tokens:,} tokens, "
+                   f"usable input {report.usable_input:,}"
+                   + (f", active episodes {', '.join(report.active_episodes)}" if report.active_episodes else "")))
+
+
+def context(session: str,
+            all_: Annotated[bool, typer.Option("--all", help="list omitted items too")] = False,
+            as_json: JsonOption = False, url: UrlOption = None, token: TokenOption = None) -> None:
+    """A session's working set: items, their state and cost, and a budget bar."""
+    settings = api(url, token, as_json)
+
+    async def run() -> int:
+        async with settings.client() as lanes:
+            if as_json:
+                print_json(await lanes.context(session))
+            else:
+                await print_context(lanes, session, console(), show_all=all_)
+        return 0
+
+    run_api("lanes context", settings, run)
+
+
+# --- lanes events -------------------------------------------------------------------------------
+
+
+def _event_line(event: Any) -> Text:
+    from rich.text import Text
+
+    payload = event.payload
+    if event.kind == "item.added":
+        summary = f"{payload.get('item_id')} {payload.get('kind')} {payload.get('tokens')} tokens"
+    elif event.kind == "item.archived":
+        summary = f"{payload.get('item_id')} ({payload.get('reason')})"
+    else:
+        summary = json.dumps({k: v for k, v in payload.items() if not isinstance(v, (dict, list))},
+                             ensure_ascii=False)[:160]
+    style = "yellow" if event.kind.startswith("context.") else "bright_black" if event.kind == "item.archived" else ""
+    return Text(f"{event.id:>6} {event.created_at:%H:%M:%S} ") + Text(f"{event.kind:<28}", style=style) + \
+        Text(" " + summary)
+
+
+def events(session: str,
+           after: Annotated[int, typer.Option(help="only events with a larger id")] = 0,
+           limit: Annotated[int, typer.Option(help="at most this many (without --follow)")] = 1000,
+           follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new events (Ctrl-C stops)")] = False,
+           timeout: Annotated[float | None, typer.Option(help="stop following after this many seconds")] = None,
+           as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+           url: UrlOption = None, token: TokenOption = None) -> None:
+    """A session's event log: compactions, items added and archived (--follow streams it)."""
+    settings = api(url, token, as_json)
+
+    async def run() -> int:
+        if limit < 1:
+            raise Usage("--limit must be at least 1")
+        out = console()
+
+        def emit(event: Any) -> None:
+            if as_json:
+                sys.stdout.write(event.model_dump_json() + "\n")
+                sys.stdout.flush()
+            else:
+                out.print(_event_line(event))
+
+        async with settings.client() as lanes:
+            if follow:
+                try:
+                    async for event in lanes.stream_events(session, after=after, timeout=timeout):
+                        emit(event)
+                except (KeyboardInterrupt, asyncio.CancelledError):
+                    return 0
+                return 0
+            position, remaining = after, limit
+            while remaining > 0:
+                page = await lanes.events(session, after=position, limit=min(remaining, 1000))
+                for event in page.events:
+                    emit(event)
+                remaining -= len(page.events)
+                position = page.next_after
+                if not page.has_more:
+                    break
+        return 0
+
+    run_api("lanes events", settings, run)
+
+
+# --- lanes recall -------------------------------------------------------------------------------
+
+
+def session_of_observation(obs_id: str) -> str | None:
+    """The session an observation id names (it is built from it), or None for other ids."""
+    match = _OBSERVATION.fullmatch(obs_id)
+    return match.group("session") if match else None
+
+
+def recall(address: Annotated[str, typer.Argument(help="observation://obs-...[?offset=N&limit=N] (or obs-...)")],
+           session: Annotated[str | None, typer.Option(
+               "--session", "-s", help="[default: the session the address names]", show_default=False)] = None,
+           offset: Annotated[int | None, typer.Option(help="first character [default: the address's, else 0]")] = None,
+           limit: Annotated[int | None, typer.Option(help="characters [default: the address's, else the API's]")] = None,
+           quiet: Annotated[bool, typer.Option("-q", "--quiet", help="no range note on stderr")] = False,
+           as_json: JsonOption = False, url: UrlOption = None, token: TokenOption = None) -> None:
+    """The exact text of an archived observation, on stdout."""
+    from workflows.context.observations import SCHEME, parse_observation_uri
+
+    settings = api(url, token, as_json)
+
+    async def run() -> int:
+        full = address if address.startswith(SCHEME) else SCHEME + address
+        try:
+            ref = parse_observation_uri(full)
+        except ValueError as exc:
+            raise Usage(str(exc)) from None
+        owner = session or session_of_observation(ref.obs_id)
+        if owner is None:
+            raise Usage(f"{ref.obs_id} does not name its session: pass --session")
+        async with settings.client() as lanes:
+            piece = await lanes.read_observation(owner, ref.obs_id, offset=offset if offset is not None else ref.offset,
+                                                 limit=limit if limit is not None else ref.limit)
+        if as_json:
+            print_json(piece)
+            return 0
+        sys.stdout.write(piece.text)
+        sys.stdout.flush()
+        if not quiet:
+            tail = "end of observation" if piece.eof else f"next offset {piece.next_offset}"
+            print(f"\n[{piece.address}: characters {piece.offset}-{piece.offset + len(piece.text)} of "
+                  f"{piece.total_chars}; {tail}]", file=sys.stderr)
+        return 0
+
+    run_api("lanes recall", settings, run)
+
