@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 import threading
 from datetime import timedelta
 
@@ -39,6 +40,10 @@ log = logging.getLogger("lanes.worker")
 SHUTDOWN_SLACK_SECONDS = 15.0
 
 WORKFLOWS = [SessionWorkflow, LaneWorkflow]
+
+
+class CannotConnect(Exception):
+    """Temporal is not reachable: one line for the user, no traceback."""
 
 
 async def connect(settings: Settings) -> Client:
@@ -74,7 +79,11 @@ async def run_worker(settings: Settings | None = None) -> None:
     assert settings.workspace_root is not None  # resolved by Settings
     usable, status = sandbox_status(settings.unsafe_no_sandbox, settings.workspace_root)
     (log.info if usable else log.warning)("%s", status)
-    client = await connect(settings)
+    try:
+        client = await connect(settings)
+    except Exception as exc:  # the SDK's message is enough; its transport traceback is not for users
+        raise CannotConnect(f"cannot connect to Temporal at {settings.temporal_address} ({exc}); "
+                            "start it with `lanes dev` or set TEMPORAL_ADDRESS") from None
     worker = build_worker(client, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -112,6 +121,9 @@ def main() -> None:
     code = 0
     try:
         asyncio.run(run_worker())
+    except CannotConnect as exc:
+        print(f"lanes worker: {exc}", file=sys.stderr, flush=True)
+        code = 1
     except Exception:
         log.exception("worker failed")
         code = 1

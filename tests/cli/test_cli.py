@@ -121,6 +121,8 @@ def test_send_wait_then_inspect_context_events_and_recall(env, hosted, trajector
     assert f"of {len(first_output)}" in recalled.stderr
     override = lanes(env, "recall", obs, "--session", hosted, "--offset", "0", "--limit", "10")
     assert override.stdout == first_output[:10]
+    alone = lanes(env, "recall", f"observation://{obs}?offset=5&limit=40", "-q")  # the id names its session
+    assert alone.returncode == 0 and alone.stdout == first_output[5:45] and alone.stderr == ""
 
 
 def test_chat_sends_messages_and_shows_the_agent_working(env, client_a, trajectory, replay):
@@ -164,6 +166,27 @@ def test_errors_are_clear_with_distinct_exit_codes(env, hosted):
     assert chat_external.returncode == 2 and "hosted" in chat_external.stderr
     for out in (missing, bad_token, unreachable, wrong):
         assert "Traceback" not in out.stderr
+
+
+def test_a_401_names_the_token_file(env, tmp_path):
+    """From a folder without the token, or with a stale one: the hint says which file was read."""
+    no_token = {k: v for k, v in env.items() if k != "LANES_API_TOKEN"} | {"LANES_DATA_DIR": str(tmp_path)}
+    missing = lanes(no_token, "session", "list")
+    assert missing.returncode == 1 and "HTTP 401" in missing.stderr
+    assert f"the token file {tmp_path / 'api-token'} does not exist" in missing.stderr
+    (tmp_path / "api-token").write_text("stale-token-0000\n")
+    stale = lanes(no_token, "context", "ses-000000000000")
+    assert stale.returncode == 1 and f"the token file {tmp_path / 'api-token'}" in stale.stderr
+    assert "LANES_DATA_DIR" in stale.stderr and "Traceback" not in stale.stderr
+
+
+def test_piped_output_is_not_wrapped(env):
+    """No terminal and no COLUMNS: a long line stays one line (rich would wrap it at 80)."""
+    piped = {k: v for k, v in env.items() if k != "COLUMNS"}
+    sid = lanes(piped, "session", "new", "-q", "--mode", "external", "--system", "x" * 150).stdout.strip()
+    shown = lanes(piped, "session", "show", sid)
+    config = next(line for line in shown.stdout.splitlines() if line.startswith("config: "))
+    assert len(config) > 80 and "system_prompt_chars=150" in config and "max_output_tokens=" in config
 
 
 def _free_port() -> int:

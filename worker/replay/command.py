@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Console
+
 from worker.replay import export
 from worker.replay.policies import ReplayError, parse_policy
 from worker.replay.simulator import DEFAULT_BUDGET, DEFAULT_POLICIES, ReplayReport, default_jobs, replay_paths
@@ -113,16 +115,16 @@ def _figures(report: ReplayReport) -> dict[str, list[str]]:
     return out
 
 
-def _print_table(report: ReplayReport, quiet: bool = False) -> None:
-    from rich.console import Console
+def _print_table(report: ReplayReport, quiet: bool = False, console: Console | None = None) -> None:
     from rich.table import Table
 
     data = report.as_dict()
     title = (f"{data['files']} files, {data['steps']:,} model calls, budget {data['budget']:,} tokens "
              f"({report.seconds:.1f} s)")
-    console = Console()
-    if not console.is_terminal:  # piped: no terminal width to respect, keep the numbers whole
-        console = Console(width=100_000)
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped: no terminal width to respect, keep the numbers whole
+            console = Console(width=100_000)
     figures = _figures(report)
     if console.width >= WIDE:
         table = Table(title=title)

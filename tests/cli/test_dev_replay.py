@@ -1,0 +1,73 @@
+"""Issue 17's acceptance, CLI side: ``lanes dev --replay`` on free ports brings up the whole
+stack and a recorded session that compacts, visible through the API and the inspector."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from lanes_client import LanesClient
+from tests.cli.test_cli import REPO, lanes_command
+from tests.replay.helpers import require_data
+from worker.local.stack import free_port
+
+
+def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_path):
+    require_data()
+    data = Path(tmp_path) / "dev"
+    env = {k: v for k, v in os.environ.items() if k not in ("LANES_API_TOKENS", "LANES_API_TOKEN", "COLUMNS")}
+    env.update({"PYTHONPATH": os.pathsep.join((str(REPO), str(REPO / "client"))), "LANES_DATA_DIR": str(data),
+                "DATABASE_URL": database_url, "LANES_TASK_QUEUE": f"dev-replay-{uuid.uuid4().hex[:8]}"})
+    api_port, temporal_port = free_port(), free_port()
+    dev = subprocess.Popen(lanes_command("dev", "--replay", "--api-port", str(api_port), "--temporal-port",
+                                         str(temporal_port), "--json"),
+                           env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        line = dev.stdout.readline()  # one JSON line once everything is up
+        assert line, f"lanes dev exited with {dev.wait(30)}: {dev.stderr.read()[-3000:]}"
+        ready = json.loads(line)
+        assert ready["api_url"] == f"http://127.0.0.1:{api_port}"
+        assert ready["temporal_address"] == f"127.0.0.1:{temporal_port}"
+        assert ready["token_file"] == str(data / "api-token") and (data / "replay-model.json").is_file()
+        session = ready["session_id"]
+        token = (data / "api-token").read_text().strip()
+        assert ready["ui_url"] == f"{ready['api_url']}/ui?token={token}#session={session}"
+
+        with LanesClient(ready["api_url"], token) as lanes:
+            deadline = time.monotonic() + 300  # "did not hang"
+            while True:
+                status = lanes.status(session)
+                if status.tasks and status.tasks[0].finished:
+                    break
+                assert time.monotonic() < deadline and dev.poll() is None
+                time.sleep(1)
+            assert status.tasks[0].state == "completed"
+            report = lanes.context(session)
+            assert report.compactions >= 1 and report.working_set_tokens <= report.budget
+            kinds = {event.kind for event in lanes.iter_events(session)}
+            assert any(kind.startswith("context.compaction") for kind in kinds), kinds
+        assert httpx.get(ready["ui_url"].split("#")[0], timeout=10).status_code == 200
+
+        # the CLI finds this stack through LANES_DATA_DIR: a second replay session, created by name
+        cli_env = {**env, "LANES_API_URL": ready["api_url"]}
+        second = subprocess.run(lanes_command("session", "new", "--replay", "-q"), env=cli_env, cwd=REPO,
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0, second.stderr
+        assert second.stdout.strip().startswith("ses-") and second.stdout.count("\n") == 1
+    finally:
+        dev.send_signal(signal.SIGINT)
+        try:
+            dev.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)
+            raise
+    assert dev.returncode == 0, dev.stderr.read()[-3000:]
+    assert not (data / "replay-model.json").exists()
