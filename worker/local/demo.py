@@ -116,7 +116,8 @@ async def run_demo(args: DemoOptions, stack: Stack, temporal_address: str, conso
             "worker_restarts": worker.restarts,
             "context_tokens": report.working_set_tokens,
             "compactions": report.compactions,
-            "budget": report.budget,
+            "budget": report.budget,  # what the working set gets: --budget minus the tool definitions
+            "tool_definition_tokens": report.tool_definition_tokens,
             "history_bytes": await sessions.history_bytes(handle),
             "temporal_address": temporal_address,
         }
@@ -176,7 +177,8 @@ def print_next_steps(summary: dict, console: Console, api: LocalApi | None) -> N
 
 
 def run(args: DemoOptions) -> int:
-    console = Console(stderr=args.json)
+    stream = sys.stderr if args.json else sys.stdout
+    console = Console(stderr=args.json, width=None if stream.isatty() else 100_000)  # piped: never wrapped
     throwaway = args.data_dir is None
     data_dir = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="lanes-demo-"))
     try:
