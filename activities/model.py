@@ -16,12 +16,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
+from activities.events import EventSpec
 from activities.heartbeat import heartbeating
 from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_item, stored_item
 from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.replay import follow_ups
 from activities.requests import PlanDelta, materialise, resolve_plan
 from activities.runtime import get_runtime
+from activities.store import EventRow
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.ids import MAIN_LANE, MAX_WORKFLOW_TOOL_ARGUMENTS
 from workflows.context.items import Item, Kind
@@ -46,6 +48,8 @@ class ModelCallInput(BaseModel):
     tools: list[str]
     replay: ReplaySpec | None = None
     replay_turn: int = 0
+    # The request's pressure sample (context.request), written with the call: no command of its own.
+    request_event: EventSpec | None = None
     # Engine rules 2: an answer whose full cost is above ``bound_above_tokens`` is archived at
     # ``observation_id`` (a runaway answer enters bounded, its exact text recallable).
     observation_id: str | None = None
@@ -132,6 +136,8 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
 async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     runtime = await get_runtime()
     store = runtime.store
+    if inp.request_event is not None:  # idempotent by (lane, seq): a retried call writes it once
+        await store.append_events(inp.session_id, [EventRow(**inp.request_event.model_dump())])
     done = await stored_item(store, inp.session_id, inp.lane, inp.response_item_id)
     if done is not None:  # an earlier attempt stored the answer, then its result was lost
         item, content = done

@@ -133,6 +133,7 @@ class AgentLoop:
                         tools=s.tools,
                         replay=s.replay,
                         replay_turn=turn,
+                        request_event=lane.request_event(plan, response_seq, task_id, turn),
                         observation_id=lane.observation_id(response_seq) if lane.rules_2 else None,
                         bound_above_tokens=lane.bound_above_tokens,
                     ),

@@ -109,3 +109,27 @@ def _open_calls(state: engine.ContextState) -> list[str]:
                 return []  # a text-protocol agent answers in user messages: nothing is open
             answered.update(item.tool_call_ids)
     return []
+
+
+class ExternalProgress(BaseModel):
+    """What one append tells about the agent's progress: its model turns (a run of assistant
+    items is one turn) before and after the last user message in it, and whether the newest
+    item is an answer (an assistant turn without tool calls: the task is done until more comes)."""
+
+    turns_before_user: int = 0
+    turns: int = 0  # of the task running after the append
+    answered: bool = False
+
+
+def external_progress(items: list[ExternalItem]) -> ExternalProgress:
+    progress = ExternalProgress()
+    previous: str | None = None
+    for item in items:
+        if item.kind == Kind.USER.value:
+            progress.turns_before_user += progress.turns
+            progress.turns = 0
+        elif item.kind == Kind.ASSISTANT.value and previous != Kind.ASSISTANT.value:
+            progress.turns += 1
+        previous = item.kind
+    progress.answered = bool(items) and items[-1].kind == Kind.ASSISTANT.value and not items[-1].tool_calls
+    return progress

@@ -16,6 +16,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.condense import CondensationInput, CondensationOutcome
+    from activities.events import EventSpec
     from activities.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
     from activities.requests import PlanDelta
     from workflows import activity_calls as calls
@@ -24,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
     from workflows.context.items import Item, Kind, Projection
     from workflows.contract import CompactionSettings, CondenseResult, ExternalItem
-    from workflows.lane_events import EPISODE_ABANDONED, compaction_events, event
+    from workflows.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
     from workflows.lane_state import LaneState
 
 # Engine behaviours that plan other compactions (hence other commands) than the code
@@ -155,6 +156,13 @@ class Lane:
             following = engine.OVERFLOW_LADDER[engine.OVERFLOW_LADDER.index(plan.ladder) + 1]
             await self.log_event("context.overflow.planned", {**facts, "next": following.value})
         raise AssertionError("unreachable: start is past the ladder")
+
+    def request_event(self, plan: engine.RequestPlan, seq: int, task_id: str | None,
+                      turn: int | None) -> EventSpec:
+        """The pressure sample of ``plan``, keyed by ``seq`` (the item seq its answer takes)."""
+        return request_event(self.data.lane, seq, task_id=task_id, turn=turn, request_tokens=plan.total_tokens,
+                             working_set_tokens=engine.working_set_tokens(self.state), budget=plan.budget,
+                             ladder=plan.ladder.value)
 
     def plan_delta(self, entries: list[tuple[str, Projection]]) -> PlanDelta:
         """The plan as a change against the previous one (usually: items appended),

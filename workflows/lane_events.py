@@ -45,6 +45,17 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
     return events
 
 
+def request_event(lane: str, seq: int, *, task_id: str | None, turn: int | None, request_tokens: int,
+                  working_set_tokens: int, budget: int, ladder: str) -> EventSpec:
+    """``context.request``: the pressure of one planned request (the inspector's timeline),
+    keyed by the item seq its answer takes, in the lane's requests namespace."""
+    requests_lane = ids.request_events_lane(lane)
+    return event("context.request", {
+        "task_id": task_id, "turn": turn, "request_tokens": request_tokens,
+        "working_set_tokens": working_set_tokens, "budget": budget, "ladder": ladder,
+    }, seq, requests_lane)
+
+
 def archived_event(item: Item, seq: int, lane: str = ids.MAIN_LANE) -> EventSpec:
     """An archived item leaves workflow state; its last metadata is kept in the event log."""
     return event(

@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         TaskStatus,
         submit_text_problem,
     )
-    from workflows.external_calls import RecentCalls, check_items, items_digest
+    from workflows.external_calls import RecentCalls, check_items, external_progress, items_digest
     from workflows.lane import Lane, patched_engine_options
     from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED
     from workflows.lane_payloads import HandoffRef
@@ -64,6 +64,8 @@ with workflow.unsafe.imports_passed_through():
 EPISODE_EVENTS_PATCH = "lane-episode-events"
 # Runs continue as new in every mode (external agents' calls count), not only after model turns.
 CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
+# External mode: a context.request pressure sample per prepared request (a local activity).
+REQUEST_EVENTS_PATCH = "external-request-events"
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
 # events and 50 MB; it warns from 10,240 events).
 RUN_HISTORY_EVENTS = 8_000
@@ -249,7 +251,9 @@ class SessionWorkflow:
             if not lane.rules_2:
                 for _ in range(users):
                     await self._begin_external_task()
-                return await lane.add_external(items)
+                added = await lane.add_external(items)
+                self._external_progress(items)
+                return added
             # Repairs first (they may add items: the lane's seqs stay in order), then the items
             # are stored, and only then does the task change: input the activity refuses (a
             # content_ref that is not stored) fails with the context as it was.
@@ -259,13 +263,30 @@ class SessionWorkflow:
             stored = await lane.store_external(items, task_ids[-1] if task_ids else lane.state.current_task, local)
             for task_id in task_ids:
                 self._switch_external_task(task_id)
-            return [engine.add_item(lane.state, item) for item in stored]
+            added = [engine.add_item(lane.state, item) for item in stored]
+            self._external_progress(items)
+            return added
+
+    def _external_progress(self, items: list[ExternalItem]) -> None:
+        """Turns and task state of an external agent, from what it appended (state only, no
+        command: the status query reports them). The task has answered while its newest item
+        is an assistant turn without tool calls; more items set it running again."""
+        progress = external_progress(items)
+        self.turns += progress.turns_before_user + progress.turns
+        task = self.tasks.get(self.external_task) if self.external_task is not None else None
+        if task is None or task.state not in ("running", "completed"):
+            return
+        task.turns += progress.turns
+        task.state = "completed" if progress.answered else "running"
 
     async def _prepare(self, lane: Lane) -> PreparedRequest:
         """Compact if needed, then plan the next request within the budget (callers hold the lock)."""
         await lane.compact_if_needed(self.config.compaction)
         await lane.assemble()
         _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
+        if workflow.patched(REQUEST_EVENTS_PATCH):  # keyed by the seq the agent's answer will take
+            sample = lane.request_event(plan, lane.data.next_seq, lane.state.current_task, None)
+            await calls.record_events(self.config.session_id, [sample], local=True)
         return PreparedRequest(
             entries=plan.pairs,
             stable_prefix_entries=plan.stable_prefix_entries,
@@ -346,6 +367,7 @@ class SessionWorkflow:
                 task = self.pending.pop(0)
                 await self._run_task(task.task_id, task.text)
             elif self.closed:
+                self._close_external_task()
                 break
             if self._should_continue():
                 await self._continue_as_new(None)
@@ -493,6 +515,12 @@ class SessionWorkflow:
         self.external_task = self._new_task_id()
         self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
         engine.begin_task(state, self.external_task)
+
+    def _close_external_task(self) -> None:
+        """A closed session's external task is over (state only: the status says so)."""
+        task = self.tasks.get(self.external_task) if self.external_task is not None else None
+        if task is not None and task.state == "running":
+            task.state = "completed"
 
     def _switch_external_task(self, task_id: str) -> None:
         """End the running external task and begin ``task_id`` (engine state only: repairs ran before)."""

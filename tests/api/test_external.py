@@ -69,7 +69,11 @@ async def test_external_agent_ends_with_the_context_hosted_mode_produces(client_
     assert turns == status.tasks[0].turns
     # A hosted task ends when the model answers without tool calls; an external task ends when
     # the agent's next user message begins the next one.
+    answered = await client_a.status(sid)  # its turns counted as the hosted task's, and it has answered
+    assert (answered.turns, answered.tasks[0].turns, answered.tasks[0].state) == (turns, turns, "completed")
     await client_a.append_items(sid, [user_item("next task")])
+    following = (await client_a.status(sid)).tasks
+    assert [(t.state, t.turns) for t in following] == [("completed", turns), ("running", 0)]
     report = await client_a.context(sid)
     assert report.budget == hosted_report.budget
 

@@ -6,43 +6,12 @@ package; never ``playwright install``. Without them the tests are skipped with t
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 
 from tests.api.stack import replay_body
+from tests.ui.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run"]
-
-
-def _chromium() -> str | None:
-    for candidate in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
-
-
-@pytest.fixture(scope="module")
-async def browser():
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        pytest.skip("the playwright Python package is not installed (pip install playwright)")
-    executable = _chromium()
-    if executable is None:
-        reason = "no chromium binary (apt-get install chromium); the inspector needs a real browser"
-        if os.environ.get("CI"):  # make test installs it on CI: its absence is a failure there
-            pytest.fail(reason)
-        pytest.skip(reason)
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
-        yield browser
-        await browser.close()
 
 
 async def _shown_items(page) -> list[dict]:
@@ -107,8 +76,9 @@ async def test_inspector_follows_a_live_session_through_a_compaction(browser, ap
         assert "item.archived" in kinds_seen or report.counters.model_dump().get("archived", 0) == 0
         # clicking an item shows its exact content
         await page.click('#items tbody tr[data-item-id="itm-000001"]')
-        await page.wait_for_selector("#item-view:not([hidden])")
-        assert trajectory.task[:40] in await page.text_content("#item-view")
+        await page.wait_for_selector("#item-panel:not([hidden])")
+        await page.wait_for_function("() => document.querySelector('#item-text').textContent.length > 0")
+        assert trajectory.task[:40] in await page.text_content("#item-text")
         await page.screenshot(path=str(ARTIFACTS / "inspector.png"), full_page=True)
         assert not errors, errors
     finally:

@@ -56,6 +56,12 @@ def tool_events_lane(lane: str) -> str:
     return f"{lane}:tools"
 
 
+def request_events_lane(lane: str) -> str:
+    """The pressure of each request a lane planned, keyed by the item seq its answer takes
+    (recorded by the activity that sends it, so a sample costs the workflow no command)."""
+    return f"{lane}:requests"
+
+
 def generated_lane(lane: str) -> str:
     """Items a compaction generates are stored apart: their seq repeats a lane position."""
     return f"{lane}.generated"
