@@ -105,16 +105,11 @@ async def store_generated_items(inp: items.GeneratedItemsInput) -> None:
         summary=", ".join(g.item.id for g in inp.items))
 
 
-async def record_events(session_id: str, specs: list[events.EventSpec], local: bool = False) -> None:
-    """``local``: within the workflow task that asks (an external agent's step waits for it)."""
+async def record_events(session_id: str, specs: list[events.EventSpec]) -> None:
     if not specs:
         return
     inp = events.EventsInput(session_id=session_id, events=specs)
     summary = ", ".join(dict.fromkeys(e.kind for e in specs))
-    if local:
-        await workflow.execute_local_activity(
-            events.record_events, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=summary)
-        return
     await workflow.execute_activity(
         events.record_events, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=summary)
 

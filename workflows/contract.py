@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from activities.events import EventSpec
 from workflows.context.config import GeneratedRole
 from workflows.context.content import ToolCall
 from workflows.context.ids import INLINE_TEXT_LIMIT, MAX_SUBMIT_CHARS
@@ -228,6 +229,8 @@ class PreparedRequest(BaseModel):
     tools: list[str]
     tool_set: str | None = None  # the agent's own definitions, after ``tools`` (SessionConfig.tool_set)
     recall: RecallStyle = "tool"
+    # context.request (the inspector's pressure timeline): the API writes it with the request
+    request_event: EventSpec | None = None
 
 
 class StepRequest(BaseModel):

@@ -65,7 +65,6 @@ EPISODE_EVENTS_PATCH = "lane-episode-events"
 # Runs continue as new in every mode (external agents' calls count), not only after model turns.
 CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
 # External mode: a context.request pressure sample per prepared request (a local activity).
-REQUEST_EVENTS_PATCH = "external-request-events"
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
 # events and 50 MB; it warns from 10,240 events).
 RUN_HISTORY_EVENTS = 8_000
@@ -284,10 +283,10 @@ class SessionWorkflow:
         await lane.compact_if_needed(self.config.compaction)
         await lane.assemble()
         _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
-        if workflow.patched(REQUEST_EVENTS_PATCH):  # keyed by the seq the agent's answer will take
-            sample = lane.request_event(plan, lane.data.next_seq, lane.state.current_task, None)
-            await calls.record_events(self.config.session_id, [sample], local=True)
         return PreparedRequest(
+            # the API writes it with the request (no extra activity per step), keyed by the seq
+            # the agent's answer will take
+            request_event=lane.request_event(plan, lane.data.next_seq, lane.state.current_task, None),
             entries=plan.pairs,
             stable_prefix_entries=plan.stable_prefix_entries,
             total_tokens=plan.total_tokens,

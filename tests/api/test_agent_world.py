@@ -58,6 +58,9 @@ async def test_the_agents_own_tools_are_rendered_and_charged_with_no_prompt_of_o
     for n in range(4):
         steps.append(await client_a.step(sid, _big_exchange(n)))
     request = steps[-1].request
+    # each step's request is in the event log for the inspector's timeline, once
+    samples = [e for e in (await client_a.events(sid, limit=1000)).events if e.kind == "context.request"]
+    assert [e.payload["request_tokens"] for e in samples] == [s.request.plan_tokens for s in steps]
     assert request.tools == [BASH]  # exactly the agent's definitions, none of the catalog's
     assert all(m["role"] != "system" or "careful software engineering" not in m["content"] for m in request.messages)
     assert request.messages[0] == {"role": "user", "content": "Summarise the logs."}

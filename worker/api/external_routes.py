@@ -21,7 +21,7 @@ from fastapi import APIRouter, Body, Header, Path, Query
 from pydantic import ValidationError
 
 from activities.requests import materialise
-from activities.store import StoreError
+from activities.store import EventRow, StoreError
 from activities.tokens import tokenizer_for
 from lanes_client.responses_items import ResponsesItemIn, verbatim
 from lanes_client.schemas import (
@@ -220,6 +220,12 @@ async def _request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: Request
         raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
     except ValueError as exc:  # a tool the catalog no longer has
         raise ApiError(409, "conflict", str(exc)) from None
+    if prepared.request_event is not None:  # idempotent by its id: a repeated call writes it once
+        try:
+            await store.append_events(sid, [EventRow(**prepared.request_event.model_dump())])
+        except StoreError as exc:
+            log.warning("could not record the request event of %s: %s", sid, exc)
+            raise store_unavailable() from None
     stable = request.stable_prefix_messages
     out = request.formatted(fmt)
     return PreparedRequestOut(
