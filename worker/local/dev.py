@@ -33,6 +33,7 @@ def main(argv: list[str]) -> int:
         console.print(f"  API        http://{settings.api_host}:{settings.api_port}  (inspector: /ui; token in "
                       f"{data_dir / 'api-token'} unless LANES_API_TOKENS is set)")
         console.print(f"  worker     logs in {data_dir / 'logs'}")
+        console.print(f"  model      {settings.model_banner()}")
         console.print("Ctrl-C stops everything.")
         try:
             name, code = stack.wait_any()
