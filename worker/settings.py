@@ -132,6 +132,21 @@ class Settings(BaseSettings):
         for name, value in super().__repr_args__():
             yield name, redact_url(value) if name in _URL_FIELDS else value
 
+    def model_endpoint(self) -> str | None:
+        """Where hosted sessions' model calls go (secrets masked), or None when nothing is
+        configured (neither OPENAI_BASE_URL nor OPENAI_API_KEY)."""
+        if self.openai_base_url:
+            return redact_url(self.openai_base_url)
+        return "the OpenAI API (OPENAI_API_KEY set, no OPENAI_BASE_URL)" if self.openai_api_key else None
+
+    def model_banner(self) -> str:
+        """One line for a process starting up: which model endpoint it uses, or that none is set."""
+        endpoint = self.model_endpoint()
+        if endpoint is None:
+            return ("no model endpoint: OPENAI_BASE_URL and OPENAI_API_KEY are unset, so hosted sessions are refused "
+                    "(external sessions and replays work)")
+        return f"{self.model} at {endpoint}"
+
     def api_key(self) -> str | None:
         """The OpenAI API key in clear text, for the model client only."""
         return self.openai_api_key.get_secret_value() if self.openai_api_key else None

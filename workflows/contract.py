@@ -161,6 +161,8 @@ class TaskStatus(BaseModel):
     error: str | None = None
     # why it failed, as a type callers can branch on (e.g. RequestDoesNotFit); None: see error
     error_type: str | None = None
+    # The model's final answer (an assistant item; its text is in PostgreSQL, never here).
+    answer_item_id: str | None = None
 
     @property
     def finished(self) -> bool:

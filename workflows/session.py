@@ -22,7 +22,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.sessions import LoadCheckpointInput, SaveCheckpointInput, SessionStartInput
     from workflows import activity_calls as calls
     from workflows import rejections
-    from workflows.agent_loop import AgentLoop, LoopSettings, describe
+    from workflows import task_events as task_log
+    from workflows.agent_loop import AgentLoop, LoopSettings
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.errors import EngineError
@@ -119,6 +120,8 @@ class SessionWorkflow:
         task_id = self._new_task_id()
         self.pending.append(PendingTaskRecord(task_id=task_id, text=request.text))
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="queued")
+        if task_log.events_on():  # logged before the task can start (the lane exists once the session started)
+            await task_log.log(self.lane or await self._ready_lane(), task_log.QUEUED, self.tasks[task_id])
         return SubmitResult(task_id=task_id)
 
     @submit.validator
@@ -564,20 +567,23 @@ class SessionWorkflow:
         lane = self._lane()
         status = self.tasks[task_id]
         status.state = "running"
+        events = task_log.events_on()
         if text is not None:
             async with lane.lock:
                 await self._recover(lane)
                 engine.begin_task(lane.state, task_id)
                 await lane.add_text(text, kind=Kind.USER, role="user", task_id=task_id)
+                if events:
+                    await task_log.log(lane, task_log.STARTED, status)
         try:
             for turn in range(start_turn, self.config.max_turns_per_task):
                 status.turns = turn + 1
                 self.turns += 1
                 self.turns_this_run += 1
                 async with lane.lock:
-                    done = (await self.loop.step(lane, task_id, turn)).done
-                if done:
-                    status.state = "completed"
+                    outcome = await self.loop.step(lane, task_id, turn)
+                if outcome.done:
+                    status.state, status.answer_item_id = "completed", outcome.answer.id
                     break
                 if self._should_continue():
                     await self._continue_as_new(RunningTask(task_id=task_id, next_turn=turn + 1))
@@ -586,7 +592,7 @@ class SessionWorkflow:
                 status.error = f"the task reached its limit of {self.config.max_turns_per_task} model turns"
         except ActivityError as error:
             status.state = "failed"
-            status.error = describe(error)
+            status.error, status.error_type = task_log.failure_cause(error)
         except ApplicationError as error:  # raised in workflow code: the request does not fit
             if error.type != rejections.REQUEST_UNFIT:
                 raise
@@ -595,6 +601,8 @@ class SessionWorkflow:
             ended = engine.end_task(lane.state, task_id)
             if ended.abandoned_episodes and workflow.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_abandoned_episodes(ended.abandoned_episodes, "the task ended")
+            if events:
+                await task_log.log(lane, task_log.COMPLETED if status.state == "completed" else task_log.FAILED, status)
 
 
 def _engine_call(fn, *args):

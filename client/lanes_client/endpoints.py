@@ -28,6 +28,9 @@ from lanes_client.schemas import (
     EventPage,
     ItemContentOut,
     ItemIn,
+    LedgerEntry,
+    LedgerPage,
+    LedgerState,
     MessageAccepted,
     ObservationOut,
     PreparedRequestOut,
@@ -39,6 +42,7 @@ from lanes_client.schemas import (
     StepOut,
     StoredItemOut,
     StoredItemPage,
+    TaskOut,
 )
 from lanes_client.shapes import ChildLane, ContextReport, RequestFormat, SessionStatus, SpawnResult
 
@@ -136,8 +140,17 @@ def cancel_session(session_id: str, *, terminate: bool = False, reason: str | No
 # --- hosted mode --------------------------------------------------------------------------
 
 
-def send_message(session_id: str, text: str) -> Call[MessageAccepted]:
-    return Call("POST", session_path(session_id, "messages"), _model(MessageAccepted), json={"text": text}, safe=False)
+def send_message(session_id: str, text: str, *, wait: float | None = None,
+                 max_chars: int | None = None) -> Call[MessageAccepted]:
+    """``wait``: wait up to this many seconds (at most 60) for the task to finish; ``task`` of
+    the answer then holds its state and, once completed, its answer."""
+    return Call("POST", session_path(session_id, "messages"), _model(MessageAccepted), json={"text": text},
+                params={"wait": wait, "max_chars": max_chars}, safe=False)
+
+
+def get_task(session_id: str, task_id: str, *, max_chars: int | None = None) -> Call[TaskOut]:
+    """A task: its state, the cause when it failed, and its answer (item id and text) once completed."""
+    return Call("GET", session_path(session_id, "tasks", task_id), _model(TaskOut), params={"max_chars": max_chars})
 
 
 # --- external-agent mode ------------------------------------------------------------------
@@ -228,6 +241,23 @@ def subagent_context(session_id: str, lane: str) -> Call[ContextReport]:
 
 def context(session_id: str) -> Call[ContextReport]:
     return Call("GET", session_path(session_id, "context"), _model(ContextReport))
+
+
+def ledger(session_id: str, *, state: LedgerState | None = None, cursor: str | None = None,
+           limit: int = 200) -> Call[LedgerPage]:
+    """One page of the ledger: every stored item (archived included) with state, projection,
+    tokens and reason, plus counts (``next_cursor`` continues it)."""
+    return Call("GET", session_path(session_id, "ledger"), _model(LedgerPage),
+                params={"state": state, "cursor": cursor, "limit": limit})
+
+
+def iter_ledger(session_id: str, *, state: LedgerState | None = None,
+                page_size: int = 200) -> Pages[LedgerPage, LedgerEntry]:
+    """Every stored item of the session's main lane (and its generated items), in (lane, seq) order."""
+    def following(page: LedgerPage) -> Call[LedgerPage] | None:
+        return None if page.next_cursor is None else ledger(session_id, state=state, cursor=page.next_cursor,
+                                                           limit=page_size)
+    return Pages(ledger(session_id, state=state, limit=page_size), following, lambda page: page.items)
 
 
 def episodes(session_id: str) -> Call[EpisodeList]:

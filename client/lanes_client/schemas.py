@@ -18,6 +18,7 @@ from lanes_client.shapes import (
     RequestFormat,
     SessionMode,
     SessionStatus,
+    TaskStatus,
     ToolCall,
 )
 
@@ -103,6 +104,9 @@ class SessionCreate(Strict):
         None, description="role of the texts Lanes writes into the request (checkpoint, memory, summary); "
         "default system")
     max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
+    give_up_seconds: float | None = Field(
+        None, gt=0, le=86_400, description="how long a model or tool call retries transient failures (an unreachable "
+        "model, 5xx, 429) before its task fails with the cause (default 1800)")
     updates_per_run: int | None = Field(None, ge=10, le=1_500, description="calls a workflow run takes before it "
                                         "continues as new (default 500; transparent to clients)")
     compaction: CompactionIn | None = None
@@ -166,9 +170,35 @@ class MessageIn(Strict):
     text: str = Field(min_length=1, max_length=MAX_SUBMIT_CHARS)
 
 
+MAX_MESSAGE_WAIT_SECONDS = 60.0  # POST /messages?wait= (below the client's default timeout)
+
+
+class TaskAnswer(BaseModel):
+    """A task's final answer: the model's last assistant item, read from PostgreSQL (also
+    once it left the working set)."""
+
+    item_id: str
+    text: str
+    size_chars: int
+    truncated: bool  # text holds the first max_chars characters only
+
+
+class TaskOut(TaskStatus):
+    """A task's status, with its answer once it completed."""
+
+    session_id: str
+    answer: TaskAnswer | None = None
+
+    @property
+    def answer_text(self) -> str | None:
+        return None if self.answer is None else self.answer.text
+
+
 class MessageAccepted(BaseModel):
     session_id: str
     task_id: str
+    # With ?wait=: the task when the wait ended (finished: HTTP 200; still queued or running: 202).
+    task: TaskOut | None = None
 
 
 # --- external-agent mode -----------------------------------------------------------------
@@ -402,6 +432,44 @@ class EventPage(BaseModel):
     events: list[EventOut]
     next_after: int  # pass as ?after= for the next page
     has_more: bool
+
+
+LedgerState = Literal["pinned", "active", "retained", "archived"]
+
+
+class LedgerEntry(BaseModel):
+    """One stored item: its lifecycle state, projection, token cost and the reason of its
+    last transition (archived items: as the event log recorded them when they left)."""
+
+    item_id: str
+    lane: str  # the lane, or the lane of the engine's generated items (checkpoint, memory, ...)
+    seq: int
+    kind: str
+    role: str
+    state: str  # pinned / active / retained / archived
+    projection: str  # full / compact / reference / minimal-reference / omitted
+    tokens: int  # its cost in the next request (0 once archived)
+    full_tokens: int  # its cost at full fidelity
+    reason: str
+    in_working_set: bool
+    task_id: str | None = None
+    episode: str | None = None
+    observation_id: str | None = None
+
+
+class LedgerCounts(BaseModel):
+    working_set: int  # items in the working set
+    history: int  # stored items of the lane (every state)
+    archived: int  # stored items out of the working set
+    observations: int  # exact outputs and oversized inputs stored for recall
+    by_state: dict[str, int]
+
+
+class LedgerPage(BaseModel):
+    session_id: str
+    items: list[LedgerEntry]
+    counts: LedgerCounts
+    next_cursor: str | None = None  # pass as ?cursor= for the next page; None: no more
 
 
 class EpisodeOut(BaseModel):

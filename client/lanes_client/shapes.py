@@ -65,6 +65,7 @@ class TaskStatus(BaseModel):
     turns: int = 0
     error: str | None = None
     error_type: str | None = None  # why it failed, as a type to branch on (e.g. RequestDoesNotFit)
+    answer_item_id: str | None = None  # the final answer's item (GET /tasks/{id} adds its text)
 
     @property
     def finished(self) -> bool:

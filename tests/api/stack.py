@@ -27,7 +27,8 @@ from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 
 __all__ = [
-    "CHECKOUT_PYTHONPATH", "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a", "client_b", "replay", "trajectory",
+    "CHECKOUT_PYTHONPATH", "UNREACHABLE_MODEL_URL", "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a",
+    "client_b", "replay", "trajectory",
 ]
 
 # PYTHONPATH for a subprocess running this checkout: the server's packages and the client's
@@ -41,6 +42,17 @@ TRAJECTORY = SHORT_TRAJECTORY
 TENANT_A, TOKEN_A = "tenant-a", "token-tenant-a-0123456789"
 TENANT_B, TOKEN_B = "tenant-b", "token-tenant-b-9876543210"
 TOKENS = {TOKEN_A: TENANT_A, TOKEN_B: TENANT_B}
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# The stack's model endpoint: configured (hosted sessions are accepted) but nothing listens
+# there, so a hosted session that is not a replay fails its task with the connection error.
+UNREACHABLE_MODEL_URL = f"http://127.0.0.1:{_closed_port()}/v1"
 
 
 class LanesServer:
@@ -136,6 +148,7 @@ def api_settings(database_url: str, temporal_address: str, stack_dir: Path) -> S
             database_url=database_url,
             task_queue=f"lanes-api-{uuid.uuid4().hex[:8]}",
             data_dir=stack_dir / "api-data",
+            openai_base_url=UNREACHABLE_MODEL_URL,
             replay_roots=[DEFAULT_TRAJECTORY_ROOT, stack_dir / "recordings"],
         )
     return _shared["settings"]  # type: ignore[return-value]

@@ -33,7 +33,8 @@ async def owned_by_a(client_a):
 
 
 def _requests(spec: dict, sid: str, item_id: str, obs_id: str) -> list[tuple[str, str, dict | None]]:
-    values = {"session_id": sid, "item_id": item_id, "obs_id": obs_id, "episode_id": "ep-1", "lane": "sub-0001"}
+    values = {"session_id": sid, "item_id": item_id, "obs_id": obs_id, "episode_id": "ep-1", "lane": "sub-0001",
+              "task_id": "task-0000"}
     found: list[tuple[str, str, dict | None]] = []
     for path, operations in spec["paths"].items():
         if "{session_id}" not in path:

@@ -126,7 +126,8 @@ def test_a_begun_episode_is_in_the_markers_of_the_next_request_and_an_ended_one_
     assert _assemble(sim) is None  # stable until something changes again
     E.end_episode(sim.state, "probe", "the index was missing")
     assert _assemble(sim) is not None
-    assert "probe" not in _markers(sim)
+    assert "[Active episodes]" not in _markers(sim)  # no longer active: listed with its conclusion instead
+    assert "- probe: find the slow query => the index was missing" in _markers(sim)
 
 
 def test_a_pinned_note_arriving_between_compactions_joins_the_stable_segment():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.engine.sim import Sim
+from tests.engine.sim import Sim, big
 from workflows.context import engine as E
 
 
@@ -112,3 +112,50 @@ def test_rules_1_kept_nesting_and_action_conclusions():
     E.end_episode(sim.state, "outer", "seen")
     E.begin_episode(sim.state, "fix", "action", "z", depends_on=["outer"])
     E.end_episode(sim.state, "fix", "a conclusion")
+
+
+def _request_text(sim: Sim) -> str:
+    plan = E.plan_assembly(sim.state)
+    if plan is not None:
+        sim.apply(plan)
+    return "\n".join(str(m.get("content")) for m in sim.messages(sim.request()))
+
+
+def _task_with_exploration(sim: Sim, conclusion: str) -> None:
+    sim.system()
+    E.begin_task(sim.state, "task-1")
+    sim.user("Why does login fail?")
+    E.begin_episode(sim.state, "inspect-auth", "exploration", "find where JWT is validated")
+    sim.exchange("grep -rn jwt src/", big(3_000, "grep"))
+    E.end_episode(sim.state, "inspect-auth", conclusion)
+    sim.assistant("Login fails because the token is checked before the clock sync.")
+    E.end_task(sim.state, "task-1")
+
+
+def test_a_concluded_exploration_stays_in_the_request_after_its_task_ended():
+    """Its traffic is omitted at the task end; until a compaction archives it (and puts the
+    conclusion in the checkpoint) the markers carry the conclusion."""
+    sim = Sim(budget_override=300)
+    conclusion = "JWT validation runs in middleware/auth.py before route dispatch"
+    _task_with_exploration(sim, conclusion)
+    E.begin_task(sim.state, "task-2")
+    sim.user("Now fix it.")
+    text = _request_text(sim)
+    assert conclusion in text and "grep line of output" not in text  # the traffic left, the conclusion stayed
+    assert sim.state.episodes["inspect-auth"].status == "completed"  # not archived yet
+
+    # once archived, the checkpoint keeps the conclusion and the markers drop it (in the same plan)
+    sim.apply(E.plan_fallback(sim.state))
+    assert sim.state.episodes["inspect-auth"].status == "archived"
+    assert [n.conclusion for n in sim.state.checkpoint.episodes] == [conclusion]
+    assert "episodes" not in sim.state.generated  # nothing left to mark: the markers item retired
+    assert E.plan_assembly(sim.state) is None  # and the next request needs no other layout change
+
+
+def test_runs_recorded_before_the_conclusion_markers_keep_the_old_requests():
+    sim = Sim(concluded_in_markers=False)
+    conclusion = "JWT validation runs in middleware/auth.py before route dispatch"
+    _task_with_exploration(sim, conclusion)
+    E.begin_task(sim.state, "task-2")
+    sim.user("Now fix it.")
+    assert conclusion not in _request_text(sim)  # the gap those runs had (they replay as recorded)

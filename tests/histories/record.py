@@ -157,6 +157,9 @@ async def main(names: list[str]) -> None:
             "external-steps": lambda: external_steps(client, queue),
             "rules2-unfit": lambda: hosted(client, queue, "rules2-unfit", LONG_TRAJECTORY, budget_tokens=2_000,
                                            system_prompt="Follow every house rule. " * 1_500),
+            # since issue 15: task events and answers, concluded explorations in the episode markers
+            "answers-hosted": lambda: hosted(client, queue, "answers-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
+            "answers-external": lambda: external(client, queue, "answers-external"),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, StoreError
 from lanes_client.schemas import (
+    MAX_MESSAGE_WAIT_SECONDS,
     OBS_PATTERN,
     CancelRequest,
     CancelResult,
@@ -34,10 +35,12 @@ from lanes_client.schemas import (
     SessionInfo,
     SessionList,
     SessionSummary,
+    TaskOut,
     WorkflowInfo,
 )
 from lanes_client.shapes import SessionStatus as WireSessionStatus
 from worker.api.agent_world import agent_definitions, recall_style, tool_set_id
+from worker.api.answers import find_task, session_status, task_out, wait_for_task
 from worker.api.auth import bearer_scheme
 from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
 from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found, store_unavailable
@@ -132,6 +135,8 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
         values["system_prompt"] = body.system_prompt
     if body.max_turns_per_task is not None:
         values["max_turns_per_task"] = body.max_turns_per_task
+    if body.give_up_seconds is not None:
+        values["give_up_seconds"] = body.give_up_seconds
     if body.updates_per_run is not None:
         values["updates_per_run"] = body.updates_per_run
     if body.tools is not None and body.tools != "workspace":
@@ -158,6 +163,10 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
             raise ApiError(400, "rejected", "a replay drives the hosted agent loop: use mode 'hosted'")
         check_replay(body.replay, settings)
         values["replay"] = ReplaySpec(**body.replay.model_dump())
+    elif body.mode == "hosted" and settings.model_endpoint() is None:
+        raise ApiError(400, "model_not_configured", "hosted sessions call a model, and none is configured: set "
+                       "OPENAI_BASE_URL (an OpenAI-compatible endpoint) and/or OPENAI_API_KEY for the API and "
+                       "the workers, or create an external session (mode 'external')")
     try:
         return SessionConfig(**values)
     except ValidationError as exc:  # the schema above should have caught it; say what, never 500
@@ -177,6 +186,7 @@ def _row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
         "recall": config.recall,
         "generated_role": config.generated_role,
         "max_turns_per_task": config.max_turns_per_task,
+        "give_up_seconds": config.give_up_seconds,
         "llm_compaction": bool(body.compaction and body.compaction.enabled),
         "subagents": config.subagents.enabled,
         "replay": config.replay is not None,
@@ -266,13 +276,39 @@ async def cancel_session(row: Owned, be: Be, tenant: Tenant,
 # --- hosted mode ---------------------------------------------------------------------------
 
 
+MaxChars = Annotated[int, Query(ge=1, le=MAX_ITEM_VIEW_CHARS, description="characters of the answer's text returned")]
+
+
 @router.post("/sessions/{session_id}/messages", status_code=202, response_model=MessageAccepted, tags=["hosted"],
-             summary="Send a user message: it becomes a task the hosted agent loop runs")
-async def send_message(row: Owned, be: Be, body: MessageIn) -> MessageAccepted:
+             summary="Send a user message: it becomes a task the hosted agent loop runs",
+             responses={200: {"model": MessageAccepted, "description": "with ?wait=: the task finished within the "
+                                                                      "wait (task holds its state and answer)"}})
+async def send_message(
+    row: Owned, be: Be, body: MessageIn, response: Response,
+    wait: Annotated[float | None, Query(ge=0, le=MAX_MESSAGE_WAIT_SECONDS,
+                                        description="wait up to this many seconds for the task to finish: 200 with "
+                                                    "the task and its answer, else 202 with the task still running")] = None,
+    max_chars: MaxChars = 65_536,
+) -> MessageAccepted:
     result: SubmitResult = await be.temporal(
         row.session_id, "accept the message",
         lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text)))
-    return MessageAccepted(session_id=row.session_id, task_id=result.task_id)
+    accepted = MessageAccepted(session_id=row.session_id, task_id=result.task_id)
+    if wait is not None:
+        task = await wait_for_task(be, row.session_id, result.task_id, wait)
+        accepted.task = await task_out(be, row.session_id, task, max_chars)
+        if task.finished:
+            response.status_code = 200
+    return accepted
+
+
+@router.get("/sessions/{session_id}/tasks/{task_id}", response_model=TaskOut, tags=["hosted"],
+            summary="A task: its state, the cause when it failed, and its answer (item id and text) once completed")
+async def get_task(row: Owned, be: Be,
+                   task_id: Annotated[str, Path(pattern=ITEM_ID_PATTERN, min_length=1, max_length=200)],
+                   max_chars: MaxChars = 65_536) -> TaskOut:
+    task = find_task(await session_status(be, row.session_id), task_id)
+    return await task_out(be, row.session_id, task, max_chars)
 
 
 # --- reads -------------------------------------------------------------------------------

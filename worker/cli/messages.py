@@ -66,18 +66,8 @@ def send(
 
 
 async def task_answer(lanes: AsyncLanesClient, session: str, task: Any) -> str | None:
-    """The task's final answer.
-
-    The one place to change when the API returns it with the task (``answer`` of
-    ``GET /v1/sessions/{id}/tasks/{task_id}``): until then, the newest assistant item."""
-    if answer := getattr(task, "answer", None):
-        return str(answer)
-    report = await lanes.context(session)
-    answers = [i for i in report.items if i.kind == "assistant"]
-    if not answers:
-        return None
-    last = max(answers, key=lambda i: i.seq)
-    return (await lanes.item(session, last.id)).text
+    """The task's final answer, as the API keeps it (also once the answer left the working set)."""
+    return (await lanes.get_task(session, task.task_id)).answer_text
 
 
 # --- lanes chat -------------------------------------------------------------------------------

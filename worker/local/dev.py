@@ -129,6 +129,7 @@ def _banner(out: Console, options: DevOptions, stack: Stack, data_dir: Path, api
     out.print(f"  PostgreSQL {redact_url(stack.dsn)}")
     out.print(f"  API        {api.url}  (token in {api.token_source})")
     out.print(f"  worker     logs in {data_dir / 'logs'}")
+    out.print(f"  model      {get_settings().model_banner()}")
     if replay is not None:
         out.print(f"  replay     model {replay.model_url}; session [bold]{replay.session_id}[/bold] replays "
                   f"{replay.trajectory}")

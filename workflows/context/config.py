@@ -35,6 +35,10 @@ class EngineConfig(BaseModel):
     # The sweep's archiving is undone when it would make the request larger (a checkpoint
     # line can outweigh an already-referenced group).
     sweep_never_grows: bool = True
+    # The episode markers also list explorations that ended with a conclusion and are not
+    # archived yet, so a conclusion never leaves the request between the end of its task
+    # (which omits the exploration's traffic) and the compaction that archives it.
+    concluded_in_markers: bool = True
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     protected_groups: int = Field(default=4, ge=1)
     summary_tokens: int = Field(default=400, ge=50)

@@ -143,6 +143,9 @@ class Draft:
     # --- the plan ------------------------------------------------------------------------
     def to_plan(self) -> CompactionPlan:
         generated: list[GeneratedText] = []
+        if self.archived_episodes and self.config.concluded_in_markers:
+            # an exploration archived now lists its conclusion in the checkpoint, not the markers
+            self.set_text(Kind.EPISODES.value, markers_text(self.state, set(self.archived_episodes)))
         texts = dict(self.new_texts)
         if self.checkpoint_changed:
             texts[Kind.CHECKPOINT.value] = self.checkpoint_text()

@@ -172,14 +172,33 @@ def dependents(state: ContextState) -> dict[str, list[str]]:
     return result
 
 
-def markers_text(state: ContextState) -> str:
-    """Stable-segment markers of the active episodes (bounded); "" when none is active."""
-    if not state.active_episodes:
-        return ""
-    lines = ["[Active episodes] Work in progress; never evicted while active:"]
-    for episode_id in state.active_episodes:
-        episode = state.episodes[episode_id]
-        deps = f"; depends on {', '.join(episode.depends_on)}" if episode.depends_on else ""
-        lines.append(f"- {episode.id} ({episode.kind.value}{deps}): {clip(episode.goal, _MARKER_GOAL_CHARS)}")
-    return "\n".join(lines[:13])  # at most 12 episodes listed
+MAX_CONCLUDED_LISTED = 6  # concluded explorations the markers list (newest first)
+_MARKER_CONCLUSION_CHARS = 400
 
+
+def markers_text(state: ContextState, archiving: frozenset[str] | set[str] = frozenset()) -> str:
+    """Stable-segment markers (bounded); "" when there is nothing to mark: the active
+    episodes, and (``EngineConfig.concluded_in_markers``) the explorations that ended with a
+    conclusion but are not archived yet (``archiving``: episodes being archived now), so a
+    conclusion stays in the request from the moment its exploration ends: the exploration's
+    own traffic may leave the request at a task end, and an archived exploration's
+    conclusion is in the checkpoint instead."""
+    lines: list[str] = []
+    if state.active_episodes:
+        lines.append("[Active episodes] Work in progress; never evicted while active:")
+        for episode_id in state.active_episodes[:12]:  # at most 12 episodes listed
+            episode = state.episodes[episode_id]
+            deps = f"; depends on {', '.join(episode.depends_on)}" if episode.depends_on else ""
+            lines.append(f"- {episode.id} ({episode.kind.value}{deps}): {clip(episode.goal, _MARKER_GOAL_CHARS)}")
+    if state.config.concluded_in_markers:
+        concluded = [e for e in state.episodes.values()
+                     if e.kind == EpisodeKind.EXPLORATION and e.status == EpisodeStatus.COMPLETED and e.conclusion
+                     and e.id not in archiving]
+        if concluded:
+            lines.append("[Concluded explorations] Conclusions written by the agent:")
+            for episode in reversed(concluded[-MAX_CONCLUDED_LISTED:]):
+                lines.append(clip(f"- {episode.id}: {clip(episode.goal, _MARKER_GOAL_CHARS)} => {episode.conclusion}",
+                                  _MARKER_CONCLUSION_CHARS))
+            if len(concluded) > MAX_CONCLUDED_LISTED:
+                lines.append(f"  ({len(concluded) - MAX_CONCLUDED_LISTED} older concluded exploration(s) not listed)")
+    return "\n".join(lines)
