@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.config import EngineConfig
     from workflows.context.errors import EngineError
     from workflows.context.items import Item, Kind
+    from workflows.context.usage import UsageTotals
     from workflows.contract import (
         AppendItemsRequest,
         AppendItemsResult,
@@ -58,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.session_checkpoint import KEPT_TASK_STATUSES, PendingTaskRecord, RunningTask, SessionCheckpoint
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
     from workflows.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
+    from workflows.usage import UsagePolicy, usage_policy
 
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
@@ -181,6 +183,7 @@ class SessionWorkflow:
             items=0 if self.lane is None else len(self.lane.state.items),
             next_seq=0 if self.lane is None else self.lane.data.next_seq,
             closed=self.closed,
+            usage=UsageTotals() if self.lane is None else self.lane.data.usage,
         )
 
     # --- external-agent mode -----------------------------------------------------------
@@ -412,7 +415,7 @@ class SessionWorkflow:
         checkpoint = await calls.load_checkpoint(
             LoadCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id)
         )
-        self.lane = Lane(checkpoint.lane)
+        self.lane = Lane(checkpoint.lane, self._usage_policy())
         context = self.lane.state
         context.config = context.config.model_copy(update=self.engine_options)
         self.next_task = checkpoint.next_task
@@ -449,7 +452,8 @@ class SessionWorkflow:
             generated_role=cfg.generated_role,
             **self.engine_options,
         )
-        lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
+        lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
+                    self._usage_policy())
         async with lane.lock:
             self.lane = lane
             if cfg.system_prompt is not None:
@@ -529,6 +533,9 @@ class SessionWorkflow:
 
     def _tools(self) -> list[str]:
         return session_tools(self.config)
+
+    def _usage_policy(self) -> UsagePolicy:
+        return usage_policy(live=self.config.replay is None, prices=self.config.prices)
 
     # --- one hosted task: the agent loop -----------------------------------------------
 
