@@ -134,10 +134,10 @@ async def test_garbage_counts_are_bounded_and_never_wedge_the_session(
     garbage = iter([{"prompt_tokens": 0, "completion_tokens": 3}, {"prompt_tokens": -40, "completion_tokens": -2},
                     {"prompt_tokens": 10**12, "completion_tokens": 1}, None])
 
-    def usage(body: dict) -> dict | None:
+    def report(body: dict) -> dict | None:
         return next(garbage, {"prompt_tokens": 10**12, "completion_tokens": 1})
 
-    model = scripted_model.add(f"usage-bad-{uuid.uuid4().hex[:8]}", bash_steps(5), usage, sequential=True)
+    model = scripted_model.add(f"usage-bad-{uuid.uuid4().hex[:8]}", bash_steps(5), report, sequential=True)
     # the system prompt alone takes more than half the budget: a halved budget cannot hold it
     prompt = "".join(f"rule {n}: be careful with item {n}.\n" for n in range(120))
     config = SessionConfig(session_id=sessions.new_session_id("usage-bad"), model=model, budget_tokens=2_500,
