@@ -57,6 +57,7 @@ from workflows.context.memory import (
 )
 from workflows.context.observations import observation_address
 from workflows.context.render import item_message
+from workflows.context.usage import CallUsage, ModelPrice, cost_units, price_for, sanitized
 
 # ApplicationError types raised (the workflow treats all of them as outcome "failed").
 CONDENSER_REJECTED = "CondenserRejected"  # 4xx other than 408/409/429: non-retryable
@@ -94,6 +95,8 @@ class CondensationInput(BaseModel):
     # the memory contract's per-section bounds, on the normalized document (engine rules 2;
     # inputs scheduled by older code lack it: rules 1)
     memory_contract: bool = False
+    # the session's own prices (by model, as LANES_PRICES); None: the worker's LANES_PRICES
+    prices: dict[str, ModelPrice] | None = None
 
 
 class CondensationOutcome(BaseModel):
@@ -107,6 +110,8 @@ class CondensationOutcome(BaseModel):
     request_tokens: int = 0  # the whole first request (system + anchors + memory + source)
     model: str = ""
     latency_ms: int = 0
+    # What the provider reported for the calls made (summed over attempts), costed; None: no call
+    usage: CallUsage | None = None
 
 MEMORY_SHAPE = "{" + ", ".join(f'"{field}": [...]' for field, _ in SECTIONS) + "}"  # the engine's memory JSON
 SYSTEM_PROMPT = """You condense the earlier history of a software agent's session into its long-term memory.
@@ -245,6 +250,24 @@ def map_condenser_error(error: openai.APIError, max_retry_delay: float) -> Appli
     return ApplicationError(f"condenser call failed: {type(error).__name__}: {error}", type=CONDENSER_UNAVAILABLE)
 
 
+# --- usage ------------------------------------------------------------------------------
+
+def _spent(spent: CallUsage, reported: Any, estimate: int, price: ModelPrice | None, model: str) -> CallUsage:
+    """``spent`` plus one call's provider-reported usage (OpenAI's shape), costed; the call's
+    usage is counted in the metrics. A call without a prompt count leaves no calibration sample."""
+    details = getattr(reported, "prompt_tokens_details", None)
+    prompt, cached, completion, ok = sanitized(getattr(reported, "prompt_tokens", None),
+                                               getattr(details, "cached_tokens", None),
+                                               getattr(reported, "completion_tokens", None))
+    call = CallUsage(prompt=prompt, cached=cached, completion=completion, estimate=estimate, reported=ok,
+                     cost=cost_units(price, prompt, cached, completion))
+    metrics.observe_usage("condenser", model, call)
+    return CallUsage(prompt=spent.prompt + prompt, cached=spent.cached + cached,
+                     completion=spent.completion + completion, calls=spent.calls + 1,
+                     estimate=spent.estimate + estimate, reported=spent.reported and ok,
+                     cost=spent.cost + call.cost)
+
+
 # --- the activity -----------------------------------------------------------------------
 
 @activity.defn
@@ -300,7 +323,7 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
     messages = build_messages(inp, items, contents, anchors, source_text, allowed)
     source_tokens = count_tokens(source_text, model)
     request_tokens = sum(count_message_tokens(m, model) for m in messages)
-    base = {"model": model, "source_tokens": source_tokens, "request_tokens": request_tokens}
+    base: dict[str, Any] = {"model": model, "source_tokens": source_tokens, "request_tokens": request_tokens}
     if request_tokens + inp.reserve_tokens > inp.condenser_window:
         return CondensationOutcome(status="oversized", **base, errors=[
             f"request {request_tokens} tokens (source {source_tokens}) + reserve {inp.reserve_tokens} "
@@ -309,6 +332,8 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
     client = client_for(base_url, api_key, inp.timeout_seconds)
     errors: list[str] = []
     conversation = list(messages)
+    price = price_for(inp.prices or settings.prices, model)
+    spent = CallUsage(calls=0)
     for attempt in range(1, MAX_ATTEMPTS + 1):
         used = sum(count_message_tokens(m, model) for m in conversation)
         max_output = max(1, min(inp.reserve_tokens, inp.condenser_window - used)) if inp.reserve_tokens else None
@@ -336,6 +361,8 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
             metrics.observe_model_call("condenser", time.monotonic() - call_start, CONDENSER_UNAVAILABLE)
             raise ApplicationError(f"condenser answered garbage: {error}", type=CONDENSER_UNAVAILABLE) from None
         metrics.observe_model_call("condenser", time.monotonic() - call_start)
+        spent = _spent(spent, getattr(response, "usage", None), used, price, model)
+        base["usage"] = spent
 
         choices = getattr(response, "choices", None) or []
         message = choices[0].message if choices and getattr(choices[0], "message", None) is not None else None

@@ -16,6 +16,9 @@ Metrics (label values are short, bounded vocabularies; never ids or content):
 ``lanes_model_call_latency_seconds{purpose,outcome}``  histogram, one HTTP model call
 ``lanes_model_call_errors_total{purpose,type}``        failed model calls by error type
 ``lanes_tool_runs_total{tool_class,outcome}``          tool runs by eviction class, ok / error
+``lanes_model_tokens_total{purpose,model,type}``       provider-reported tokens: prompt, cached, completion
+``lanes_model_cost_units_total{purpose,model}``        cost units of those tokens (configured prices)
+``lanes_token_estimate_ratio{purpose,model}``          histogram, provider prompt tokens / our count
 =====================================================  =========================================
 
 Counters are at-least-once: an activity retried by Temporal counts again.
@@ -58,6 +61,17 @@ MODEL_CALL_ERRORS = Counter(
     "lanes_model_call_errors", "Failed model calls by error type.", ("purpose", "type"), registry=REGISTRY)
 TOOL_RUNS = Counter(
     "lanes_tool_runs", "Tool runs by eviction class and outcome.", ("tool_class", "outcome"), registry=REGISTRY)
+
+MODEL_TOKENS = Counter(
+    "lanes_model_tokens", "Tokens the provider reported for model calls, by type (prompt, cached, completion).",
+    ("purpose", "model", "type"), registry=REGISTRY)
+MODEL_COST = Counter(
+    "lanes_model_cost_units", "Cost units of the provider-reported tokens (LANES_PRICES).", ("purpose", "model"),
+    registry=REGISTRY)
+TOKEN_ESTIMATE_RATIO = Histogram(
+    "lanes_token_estimate_ratio", "Provider prompt tokens / our count of the request, per call.",
+    ("purpose", "model"), buckets=(0.5, 0.7, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 4.0),
+    registry=REGISTRY)
 
 _LABEL_RE = re.compile(r"[^A-Za-z0-9_.:-]+")
 _COMPACTION_PREFIXES = ("context.compaction.", "context.condense.")
@@ -166,6 +180,20 @@ def observe_tool_run(tool_class: Any, exit_code: int | None = None) -> None:
     value = getattr(tool_class, "value", tool_class)
     outcome = "ok" if not exit_code else "error"
     TOOL_RUNS.labels(tool_class=_label(value, "none"), outcome=outcome).inc()
+
+
+def observe_usage(purpose: str, model: str, usage: Any) -> None:
+    """Provider-reported usage of a call (a ``CallUsage``): tokens by type, cost units, and
+    the ratio of the provider's prompt count to ours when both are known."""
+    labels = {"purpose": _label(purpose), "model": _label(model)}
+    for kind in ("prompt", "cached", "completion"):
+        count = getattr(usage, kind, 0) or 0
+        if count > 0:
+            MODEL_TOKENS.labels(**labels, type=kind).inc(count)
+    if (usage.cost or 0) > 0:
+        MODEL_COST.labels(**labels).inc(usage.cost)
+    if usage.reported and usage.prompt > 0 and usage.estimate > 0:
+        TOKEN_ESTIMATE_RATIO.labels(**labels).observe(usage.prompt / usage.estimate)
 
 
 # --- exposition ---------------------------------------------------------------------

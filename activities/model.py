@@ -27,6 +27,7 @@ from activities.store import EventRow
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.ids import MAIN_LANE, MAX_WORKFLOW_TOOL_ARGUMENTS
 from workflows.context.items import Item, Kind
+from workflows.context.usage import CallUsage, ModelPrice, cost_units, price_for, sanitized
 from workflows.contract import ReplaySpec
 from workflows.tools import WORKFLOW_TOOLS
 
@@ -54,6 +55,8 @@ class ModelCallInput(BaseModel):
     # ``observation_id`` (a runaway answer enters bounded, its exact text recallable).
     observation_id: str | None = None
     bound_above_tokens: int | None = None
+    # The session's price of the model (its own table); None: the worker's LANES_PRICES.
+    price: ModelPrice | None = None
 
 
 class ModelCallResult(BaseModel):
@@ -62,6 +65,9 @@ class ModelCallResult(BaseModel):
     prompt_tokens: int | None = None
     cached_tokens: int | None = None
     request_tokens: int  # our own count of what was sent
+    # What the provider reported for this call, costed (None: no call was made, e.g. the
+    # answer was stored by an earlier attempt whose result was lost).
+    usage: CallUsage | None = None
     # A replay: the user text recorded after this turn, which the session feeds on.
     follow_ups: list[str] = Field(default_factory=list)
 
@@ -185,13 +191,29 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
                                       inp.bound_above_tokens, inp.observation_id, content_addressed=True)
     item = await store_item(store, inp.session_id, inp.lane, item, content)
-    usage = getattr(response, "usage", None)
-    details = getattr(usage, "prompt_tokens_details", None)
-    return _result(
+    reported = getattr(response, "usage", None)
+    details = getattr(reported, "prompt_tokens_details", None)
+    result = _result(
         item,
         content,
         response.choices[0].finish_reason,
         request.total_tokens,
-        getattr(usage, "prompt_tokens", None),
+        getattr(reported, "prompt_tokens", None),
         getattr(details, "cached_tokens", None),
     )
+    price = inp.price or price_for(runtime.settings.prices, inp.model)
+    result.usage = call_usage(reported, request.total_tokens, price)
+    metrics.observe_usage("agent", inp.model, result.usage)
+    return result
+
+
+def call_usage(reported: Any, estimate: int, price: ModelPrice | None) -> CallUsage:
+    """A completion's ``usage`` (OpenAI's shape: prompt_tokens, completion_tokens,
+    prompt_tokens_details.cached_tokens) as the workflow records it, costed with ``price``.
+    Counts that are missing, negative or not integers count as 0."""
+    details = getattr(reported, "prompt_tokens_details", None)
+    prompt, cached, completion, ok = sanitized(getattr(reported, "prompt_tokens", None),
+                                               getattr(details, "cached_tokens", None),
+                                               getattr(reported, "completion_tokens", None))
+    return CallUsage(prompt=prompt, cached=cached, completion=completion, estimate=max(0, estimate), reported=ok,
+                     cost=cost_units(price, prompt, cached, completion))

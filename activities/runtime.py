@@ -15,6 +15,7 @@ from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 
 from activities.store import Store, get_store
+from workflows.context.usage import ModelPrice
 
 # An error no retry can fix: the worker process is set up wrong.
 WORKER_MISCONFIGURED = "WorkerMisconfigured"
@@ -37,6 +38,8 @@ class ActivitySettings(Protocol):
     def unsafe_no_sandbox(self) -> bool: ...
     @property
     def store_outage_seconds(self) -> float: ...
+    @property
+    def prices(self) -> dict[str, ModelPrice]: ...
 
 
 _settings: ActivitySettings | None = None

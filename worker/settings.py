@@ -22,6 +22,9 @@ Every process (worker, API, CLI, local stack) reads the same variables::
     LANES_UNSAFE_NO_SANDBOX       0 (1: bash runs unconfined where bubblewrap cannot run)
     LANES_REPLAY_ROOTS            (unset: ../shared/data/trajectories) folders of recordings replays may name
     LANES_REPLAY_MODEL_URLS       (unset: loopback only) model URL prefixes replay sessions may name
+    LANES_PRICES                  (unset: no cost) model prices per million tokens, JSON or a JSON file's path:
+                                  {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6},
+                                   "claude-*": {...}, "*": {...}}
 
 Settings are for processes, not for workflows: never pass a ``Settings`` object
 to a workflow or activity. (If one slips through, ``OPENAI_API_KEY`` is a
@@ -30,6 +33,7 @@ to a workflow or activity. (If one slips through, ``OPENAI_API_KEY`` is a
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -40,6 +44,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from activities.store import REDACTED, redact_url
 from recordings import DEFAULT_TRAJECTORY_ROOT
+from workflows.context.usage import ModelPrice
 
 _URL_FIELDS = ("database_url", "openai_base_url")
 
@@ -93,6 +98,21 @@ class Settings(BaseSettings):
     # Run the bash tool unconfined when bubblewrap cannot run here. Unsafe: the model's
     # commands then see the worker's files, network and processes (deploy/README.md).
     unsafe_no_sandbox: bool = Field(False, validation_alias=_env("LANES_UNSAFE_NO_SANDBOX"))
+    # Prices per million tokens by model name (exact, then the longest "prefix*", then "*"):
+    # every model call's provider-reported usage is costed with them (cost units).
+    prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict,
+                                                               validation_alias=_env("LANES_PRICES"))
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _prices(cls, value: Any) -> Any:
+        """JSON text, or the path of a JSON file."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if not text.startswith("{"):
+            text = Path(text).expanduser().read_text()
+        return json.loads(text)
 
     @field_validator("replay_model_urls", mode="before")
     @classmethod

@@ -30,6 +30,7 @@ from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.lane import Lane
 from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
 from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, SPAWN_TOOL
+from workflows.usage import record_usage
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,11 @@ class AgentLoop:
                         request_event=lane.request_event(plan, response_seq, task_id, turn),
                         observation_id=lane.observation_id(response_seq) if lane.rules_2 else None,
                         bound_above_tokens=lane.bound_above_tokens,
+                        price=lane.usage.price(s.model),
                     ),
                     s.give_up,
                 )
+                await record_usage(lane, "agent", s.model, answer.usage, turn=turn, task_id=task_id)
                 return answer, plan
             except ActivityError as error:
                 cause = error.cause

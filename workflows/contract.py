@@ -17,6 +17,7 @@ from workflows.context.content import ToolCall
 from workflows.context.ids import INLINE_TEXT_LIMIT, MAX_SUBMIT_CHARS
 from workflows.context.items import Projection
 from workflows.context.observations import RecallStyle
+from workflows.context.usage import ModelPrice, UsageTotals
 from workflows.tools import TOOL_SPECS, unknown_tools
 
 # hosted: the session runs the agent loop (update submit); external: an agent running
@@ -108,6 +109,8 @@ class SessionConfig(BaseModel):
     # How long a model or tool call retries transient failures (a killed worker, the
     # provider's 5xx or 429, an outage) before its task fails with the last cause.
     give_up_seconds: float = Field(1800.0, gt=0)
+    # The session's own prices per million tokens, by model (as LANES_PRICES; None: the worker's).
+    prices: dict[str, ModelPrice] | None = Field(default=None, max_length=50)
 
     @model_validator(mode="before")
     @classmethod
@@ -176,6 +179,9 @@ class SessionStatus(BaseModel):
     items: int
     next_seq: int
     closed: bool
+    # Provider-reported usage of the session's model calls (agent and condenser), its cost
+    # units and the calibrated token ratio of each model (workflows/context/usage.py).
+    usage: UsageTotals = Field(default_factory=UsageTotals)
 
 
 # --- external-agent mode -----------------------------------------------------------------

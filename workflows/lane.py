@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import CompactionSettings, CondenseResult, ExternalItem
     from workflows.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
     from workflows.lane_state import LaneState
+    from workflows.usage import CALIBRATION_RELAXED, UsagePolicy, record_usage
 
 # Engine behaviours that plan other compactions (hence other commands) than the code
 # recorded histories ran: each is on only in runs that started after it existed
@@ -44,9 +45,10 @@ def patched_engine_options() -> dict[str, bool | int]:
 
 
 class Lane:
-    def __init__(self, data: LaneState) -> None:
+    def __init__(self, data: LaneState, usage: UsagePolicy | None = None) -> None:
         self.data = data
         self.lock = asyncio.Lock()
+        self.usage = usage or UsagePolicy()
 
     @property
     def state(self) -> engine.ContextState:
@@ -146,6 +148,8 @@ class Lane:
         if not self.rules_2:
             return start, engine.plan_request(self.state, ladder=engine.OVERFLOW_LADDER[start])
         plans = engine.plan_fitting(self.state, start)
+        if not plans[-1].fits and self.state.config.token_ratio > 1:
+            plans = await self._plan_uncalibrated(start, turn, plans[-1])
         for plan in plans:
             facts = {"turn": turn, "ladder": plan.ladder.value, "request_tokens": plan.total_tokens,
                      "budget": plan.budget}
@@ -164,6 +168,20 @@ class Lane:
         return request_event(self.data.lane, seq, task_id=task_id, turn=turn, request_tokens=plan.total_tokens,
                              working_set_tokens=engine.working_set_tokens(self.state), budget=plan.budget,
                              ladder=plan.ladder.value)
+
+    async def _plan_uncalibrated(self, start: int, turn: int | None, unfit: engine.RequestPlan) -> list[engine.RequestPlan]:
+        """Nothing fits the calibrated budget: plan on our own count instead (logged), so that a
+        provider's counts never make a session unable to send what fits by ours."""
+        calibrated = self.state.config
+        self.state.config = calibrated.model_copy(update={"token_ratio": 1.0})
+        try:
+            plans = engine.plan_fitting(self.state, start)
+        finally:
+            self.state.config = calibrated
+        await self.log_event(CALIBRATION_RELAXED, {
+            "turn": turn, "token_ratio": calibrated.token_ratio, "calibrated_budget": unfit.budget,
+            "budget": plans[-1].budget, "request_tokens": unfit.total_tokens, "fits": plans[-1].fits})
+        return plans
 
     def plan_delta(self, entries: list[tuple[str, Projection]]) -> PlanDelta:
         """The plan as a change against the previous one (usually: items appended),
@@ -257,14 +275,17 @@ class Lane:
             preview_chars=min(4_000, self.preview_chars),
             timeout_seconds=settings.timeout_seconds,
             memory_contract=self.rules_2,
+            prices=self.usage.prices or None,
         )
         self.lock.release()
         try:
-            return await calls.condense_with_llm(request)
+            outcome = await calls.condense_with_llm(request)
         except ActivityError:
             return None
         finally:
             await self.lock.acquire()
+        await record_usage(self, "condenser", outcome.model, outcome.usage)
+        return outcome
 
     async def _condensation_failed(self, settings: CompactionSettings, source_tokens: int, status: str,
                                    errors: list[str]) -> None:

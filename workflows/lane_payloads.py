@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from workflows.context.config import GeneratedRole
 from workflows.context.ledger import SharedEntry
+from workflows.context.usage import ModelPrice, UsageCounts
 from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.handoff import HandoffStatus
 
@@ -30,6 +31,7 @@ class LaneConfig(BaseModel):
     tool_network: bool = False
     give_up_seconds: float = 1800.0
     generated_role: GeneratedRole = "user"  # the parent's (SessionConfig.generated_role)
+    prices: dict[str, ModelPrice] | None = None  # the parent's (SessionConfig.prices)
 
 
 class LaneInput(BaseModel):
@@ -51,3 +53,4 @@ class HandoffRef(BaseModel):
     workflow_id: str
     item_id: str  # the handoff item in the child's lane
     status: HandoffStatus
+    usage: UsageCounts | None = None  # the child's provider-reported usage, added to the parent's

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field
 
 from workflows.context import engine
 from workflows.context.items import Projection
+from workflows.context.usage import UsageTotals
 
 
 class LaneState(BaseModel):
@@ -22,3 +23,4 @@ class LaneState(BaseModel):
     # LLM condensation loop guard
     condensation_failures: int = 0  # consecutive failed attempts
     condensation_blocked_below: int = 0  # no attempt until the source has this many tokens
+    usage: UsageTotals = Field(default_factory=UsageTotals)  # provider-reported usage of the lane's model calls

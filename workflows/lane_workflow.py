@@ -22,10 +22,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.items import Kind
+    from workflows.context.usage import counts_of
     from workflows.handoff import brief_message
     from workflows.lane import Lane, patched_engine_options
     from workflows.lane_payloads import HandoffRef, LaneInput
     from workflows.lane_state import LaneState
+    from workflows.usage import usage_policy
 
 LANE_FINISHED_SIGNAL = "lane_finished"  # SessionWorkflow.lane_finished
 
@@ -58,7 +60,8 @@ class LaneWorkflow:
             **patched_engine_options(),
         )
         lane = Lane(LaneState(session_id=inp.session_id, lane=inp.lane, model=cfg.model,
-                              context=engine.new_state(config, inp.shared_prefix)))
+                              context=engine.new_state(config, inp.shared_prefix)),
+                    usage_policy(live=cfg.replay is None, prices=cfg.prices))
         task_id = ids.child_task_id(inp.lane)
         async with lane.lock:
             self.lane = lane
@@ -97,6 +100,8 @@ class LaneWorkflow:
                 final_item_id=final, failure=failure, handoff_item_id=lane.item_id(seq), handoff_seq=seq,
                 task_id=task_id, model=cfg.model, preview_chars=lane.preview_chars))
         self.state = ref.status
+        if lane.data.usage.calls:
+            ref.usage = counts_of(lane.data.usage)
         try:
             await workflow.get_external_workflow_handle(inp.parent_workflow_id).signal(LANE_FINISHED_SIGNAL, ref)
         except Exception as error:

@@ -9,6 +9,9 @@ accept raise ``INVALID_INPUT`` too. The HTTP API maps each type to a status with
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from temporalio.exceptions import ApplicationError
 
 from workflows.context.errors import EngineError
@@ -91,3 +94,19 @@ def from_engine(error: EngineError, action: str | None = None) -> ApplicationErr
     """An engine refusal: a conflict when the lane's state is why, else invalid input."""
     message = str(error) if action is None else f"{action} rejected: {error}"
     return rejection(CONFLICT if error.conflict else INVALID_INPUT, message)
+
+
+def engine_call(fn, *args):
+    """Engine refusals (bad episode transitions...) fail the update, typed, never the workflow task."""
+    with engine_refusals():
+        return fn(*args)
+
+
+@contextmanager
+def engine_refusals() -> Iterator[None]:
+    """An engine refusal inside becomes the typed rejection of the update (never a failed
+    workflow task, which would retry for ever and freeze the session)."""
+    try:
+        yield
+    except EngineError as error:
+        raise from_engine(error) from None

@@ -12,9 +12,6 @@ decides every id, and asks activities to do all I/O. Two ways to drive it:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -26,8 +23,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agent_loop import AgentLoop, LoopSettings
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
-    from workflows.context.errors import EngineError
     from workflows.context.items import Item, Kind
+    from workflows.context.usage import UsageTotals
     from workflows.contract import (
         AppendItemsRequest,
         AppendItemsResult,
@@ -59,13 +56,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.session_checkpoint import KEPT_TASK_STATUSES, PendingTaskRecord, RunningTask, SessionCheckpoint
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
     from workflows.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
+    from workflows.usage import UsagePolicy, usage_policy
 
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
 # Runs continue as new in every mode (external agents' calls count), not only after model turns.
 CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
-# External mode: a context.request pressure sample per prepared request (a local activity).
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
 # events and 50 MB; it warns from 10,240 events).
 RUN_HISTORY_EVENTS = 8_000
@@ -185,6 +182,7 @@ class SessionWorkflow:
             items=0 if self.lane is None else len(self.lane.state.items),
             next_seq=0 if self.lane is None else self.lane.data.next_seq,
             closed=self.closed,
+            usage=UsageTotals() if self.lane is None else self.lane.data.usage,
         )
 
     # --- external-agent mode -----------------------------------------------------------
@@ -248,7 +246,7 @@ class SessionWorkflow:
         """Store the items and add them to the lane (callers hold the lock). Each user message
         begins a task, ending the previous one. ``local``: stored by a local activity (steps
         only: runs recorded before them never took this path)."""
-        with engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
+        with rejections.engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
             users = sum(1 for item in items if item.kind == Kind.USER.value)
             if not lane.rules_2:
                 for _ in range(users):
@@ -308,7 +306,7 @@ class SessionWorkflow:
         self.updates_this_run += 1
         lane = await self._ready_lane()
         async with lane.lock:
-            episode = _engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
+            episode = rejections.engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
                                    request.depends_on)
             if workflow.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_event(EPISODE_BEGUN, {"episode_id": episode.id, "kind": episode.kind.value,
@@ -319,7 +317,7 @@ class SessionWorkflow:
         self._check_not_handing_over("begin_episode")
         if self.lane is None:
             return  # still starting: the handler waits for the lane and checks then
-        with engine_refusals():
+        with rejections.engine_refusals():
             engine.check_begin(self.lane.state, request.episode_id, request.kind, request.goal, request.depends_on)
 
     @workflow.update
@@ -327,7 +325,7 @@ class SessionWorkflow:
         self.updates_this_run += 1
         lane = await self._ready_lane()
         async with lane.lock:
-            _engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
+            rejections.engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
             if workflow.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_event(EPISODE_ENDED, {"episode_id": request.episode_id})
 
@@ -336,7 +334,7 @@ class SessionWorkflow:
         self._check_not_handing_over("end_episode")
         if self.lane is None:
             return  # still starting: the handler waits for the lane and checks then
-        with engine_refusals():
+        with rejections.engine_refusals():
             engine.check_end(self.lane.state, request.episode_id, request.conclusion)
 
     @workflow.update
@@ -436,7 +434,7 @@ class SessionWorkflow:
         checkpoint = await calls.load_checkpoint(
             LoadCheckpointInput(session_id=self.config.session_id, checkpoint_id=checkpoint_id)
         )
-        self.lane = Lane(checkpoint.lane)
+        self.lane = Lane(checkpoint.lane, self._usage_policy())
         context = self.lane.state
         context.config = context.config.model_copy(update=self.engine_options)
         self.next_task = checkpoint.next_task
@@ -473,7 +471,8 @@ class SessionWorkflow:
             generated_role=cfg.generated_role,
             **self.engine_options,
         )
-        lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)))
+        lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
+                    self._usage_policy())
         async with lane.lock:
             self.lane = lane
             if cfg.system_prompt is not None:
@@ -560,6 +559,9 @@ class SessionWorkflow:
     def _tools(self) -> list[str]:
         return session_tools(self.config)
 
+    def _usage_policy(self) -> UsagePolicy:
+        return usage_policy(live=self.config.replay is None, prices=self.config.prices)
+
     # --- one hosted task: the agent loop -----------------------------------------------
 
     async def _run_task(self, task_id: str, text: str | None, start_turn: int = 0) -> None:
@@ -603,20 +605,3 @@ class SessionWorkflow:
                 await lane.log_abandoned_episodes(ended.abandoned_episodes, "the task ended")
             if events:
                 await task_log.log(lane, task_log.COMPLETED if status.state == "completed" else task_log.FAILED, status)
-
-
-def _engine_call(fn, *args):
-    """Engine refusals (bad episode transitions...) fail the update, typed, never the workflow task."""
-    with engine_refusals():
-        return fn(*args)
-
-
-@contextmanager
-def engine_refusals() -> Iterator[None]:
-    """An engine refusal inside becomes the typed rejection of the update (never a failed
-    workflow task, which would retry for ever and freeze the session)."""
-    try:
-        yield
-    except EngineError as error:
-        raise rejections.from_engine(error) from None
-

@@ -41,6 +41,7 @@ from workflows import activity_calls as calls
 from workflows import rejections
 from workflows.context import engine, ids
 from workflows.context.items import Item
+from workflows.context.usage import add_counts
 from workflows.contract import ChildLane, ChildLaneState, SessionConfig, SpawnRequest, SpawnResult
 from workflows.handoff import failed_handoff
 from workflows.lane import Lane
@@ -202,7 +203,7 @@ class SubagentHost:
             model=cfg.model, context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
             budget_tokens=cfg.subagents.budget_tokens or cfg.budget_tokens, preview_chars=lane.preview_chars,
             tools=tools, max_turns=cfg.subagents.max_turns, compaction=cfg.compaction, tool_network=cfg.tool_network,
-            give_up_seconds=cfg.give_up_seconds, generated_role=cfg.generated_role,
+            give_up_seconds=cfg.give_up_seconds, generated_role=cfg.generated_role, prices=cfg.prices,
         )
 
     def _max_prefix_tokens(self, lane_config: LaneConfig, lane: Lane) -> int:
@@ -283,6 +284,8 @@ class SubagentHost:
                 counts.child_lanes_failed += 1
             counts.lanes.append(name)
         item = await calls.record_handoff(record)
+        if ref is not None and ref.usage is not None:
+            add_counts(lane.data.usage, "subagent", ref.usage)
         # a reader never sees a finished child without its handoff item
         child.state, child.reason, child.handoff_item_id = state, why, item.id
         self._arrived.pop(name, None)

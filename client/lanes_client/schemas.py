@@ -82,6 +82,12 @@ class FunctionToolIn(Strict):
 MAX_TOOL_DEFINITIONS_CHARS = 200_000  # all of a session's tool definitions, as JSON
 
 
+class PriceIn(Strict):
+    input: float = Field(0.0, ge=0)
+    cached_input: float | None = Field(None, ge=0, description="default: the input price")
+    output: float = Field(0.0, ge=0)
+
+
 class SessionCreate(Strict):
     mode: SessionMode = Field("hosted", description="hosted: the worker runs the agent loop (POST /messages); "
                                              "external: your agent runs it (POST /items, GET /request)")
@@ -112,6 +118,9 @@ class SessionCreate(Strict):
     compaction: CompactionIn | None = None
     subagents: SubagentsIn | None = None
     replay: ReplayIn | None = None
+    prices: dict[str, PriceIn] | None = Field(
+        None, max_length=50, description="prices per million tokens by model name (exact, 'prefix*' or '*'), "
+        "for the session's cost units; default: the worker's LANES_PRICES")
 
 
 class SessionCreated(BaseModel):

@@ -72,6 +72,30 @@ class TaskStatus(BaseModel):
         return self.state in ("completed", "failed")
 
 
+class UsageCounts(BaseModel):
+    prompt: int = 0  # provider-reported prompt tokens
+    cached: int = 0  # of which served from the provider's prompt cache
+    completion: int = 0
+    calls: int = 0
+    cached_share: float = 0.0  # cached / prompt
+    cost: float = 0.0  # cost units: tokens x configured price per million
+
+
+class Calibration(BaseModel):
+    """Provider prompt tokens / the engine's count, learned for one model."""
+
+    ratio: float = 1.0
+    samples: int = 0
+    ignored: int = 0  # calls whose provider count was missing, zero or negative
+    last_sample: float | None = None
+
+
+class UsageTotals(UsageCounts):
+    by_kind: dict[str, UsageCounts] = Field(default_factory=dict)  # agent, condenser, subagent
+    calibration: dict[str, Calibration] = Field(default_factory=dict)  # by model
+    token_ratio: float = 1.0  # what the budget is divided by now
+
+
 class SessionStatus(BaseModel):
     session_id: str
     tasks: list[TaskStatus]
@@ -79,6 +103,7 @@ class SessionStatus(BaseModel):
     items: int
     next_seq: int
     closed: bool
+    usage: UsageTotals = Field(default_factory=UsageTotals)  # provider-reported usage and cost
 
 
 class SpawnResult(BaseModel):

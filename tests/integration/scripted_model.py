@@ -3,12 +3,17 @@
 It answers the k-th model call of a task (k = assistant messages already in the
 request) with the k-th scripted message, over real HTTP, so the hosted loop runs
 exactly as it would against a provider. A session whose model is the name of a script
-added with ``add`` gets that script; every other session the default one.
+added with ``add`` gets that script; every other session the default one. ``add(...,
+usage=fn)`` makes the server report ``fn(body)`` as the answer's ``usage`` (None: omitted);
+``add(..., sequential=True)`` answers the n-th request of that model with the n-th message,
+whatever the request holds (a session that compacts its old answers away).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 from fastapi import FastAPI, Request
 
@@ -23,6 +28,9 @@ class ScriptedModel:
     def __init__(self, script: list[dict]) -> None:
         self.script = script
         self.scripts: dict[str, list[dict]] = {}
+        self.usages: dict[str, Callable[[dict], dict | None]] = {}
+        self.sequential: dict[str, int] = {}  # model -> requests answered so far
+        self.reported: list[tuple[str, dict | None]] = []  # (model, usage) of each answer, in order
         self.requests: list[dict] = []
         app = FastAPI()
 
@@ -31,9 +39,15 @@ class ScriptedModel:
             body = await request.json()
             self.requests.append(body)
             turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+            if body.get("model", "") in self.sequential:
+                turn = self.sequential[body["model"]]
+                self.sequential[body["model"]] += 1
             script = self.scripts.get(body.get("model", ""), self.script)
             message = script[min(turn, len(script) - 1)]
-            return {
+            usage_of = self.usages.get(body.get("model", ""))
+            usage = usage_of(body) if usage_of else {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+            self.reported.append((body.get("model", ""), usage))
+            answer: dict[str, Any] = {
                 "id": f"scripted-{len(self.requests)}",
                 "object": "chat.completion",
                 "created": 0,
@@ -43,14 +57,22 @@ class ScriptedModel:
                     "message": {"role": "assistant", **message},
                     "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
                 }],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
+            if usage is not None:
+                answer["usage"] = usage
+            return answer
 
         self._http = ThreadedServer(app)
 
-    def add(self, model: str, script: list[dict]) -> str:
-        """Sessions whose model is ``model`` follow ``script``; returns the model name."""
+    def add(self, model: str, script: list[dict], usage: Callable[[dict], dict | None] | None = None,
+            sequential: bool = False) -> str:
+        """Sessions whose model is ``model`` follow ``script`` (and report ``usage(body)``);
+        returns the model name."""
         self.scripts[model] = script
+        if usage is not None:
+            self.usages[model] = usage
+        if sequential:
+            self.sequential[model] = 0
         return model
 
     @property

@@ -283,7 +283,9 @@ async def test_an_external_session_shows_its_turns_task_state_and_requests(brows
 
 async def test_usage_is_shown_with_its_cache_share_when_the_session_reports_it(browser, api_stack, client_a):
     sid = (await client_a.create_session(mode="external")).session_id
-    usage = {"prompt_tokens": 12_000, "cached_tokens": 9_000, "completion_tokens": 800, "cost": 0.0123}
+    # SessionStatus.usage as a hosted session with model calls reports it
+    usage = {"prompt": 12_000, "cached": 9_000, "completion": 800, "calls": 3, "cached_share": 0.75, "cost": 0.0123,
+             "by_kind": {}, "calibration": {}, "token_ratio": 1.3}
 
     async def with_usage(route):  # the session status as a server that reports usage answers it
         response = await route.fetch()
@@ -298,7 +300,7 @@ async def test_usage_is_shown_with_its_cache_share_when_the_session_reports_it(b
         await page.wait_for_selector("#usage:not([hidden])")
         text = await page.text_content("#usage")
         assert "prompt 12,000 tokens" in text and "cached 9,000 (75.0% cache hits)" in text
-        assert "completion 800" in text and "cost $0.0123" in text
+        assert "completion 800" in text and "cost 0.0123 units" in text and "calibrated ×1.30" in text
     finally:
         await page.close()
         await client_a.cancel_session(sid)

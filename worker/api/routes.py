@@ -155,6 +155,8 @@ def _session_config(body: SessionCreate, session_id: str, tenant: str, request: 
         values["subagents"] = body.subagents.model_dump(exclude_none=True)
     if body.compaction is not None:
         values["compaction"] = body.compaction.model_dump(exclude_none=True)
+    if body.prices is not None:
+        values["prices"] = {model: price.model_dump() for model, price in body.prices.items()}
     if body.replay is not None:
         if not request.app.state.allow_replay:
             raise ApiError(400, "replay_disabled", "replay sessions are disabled on this server "

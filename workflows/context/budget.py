@@ -62,9 +62,9 @@ def capability_tokens(state: ContextState) -> int:
 
 
 def budget(state: ContextState) -> int:
-    """Conversation budget: usable input − tool definitions − admitted capability context −
-    the prefix a child lane shares with its parent."""
-    return max(0, state.config.base_budget - capability_tokens(state) - state.shared_tokens)
+    """Conversation budget: usable input (calibrated: ``EngineConfig.token_ratio``) − tool
+    definitions − admitted capability context − the prefix a child lane shares with its parent."""
+    return max(0, state.config.calibrated_base_budget - capability_tokens(state) - state.shared_tokens)
 
 
 def working_set_tokens(state: ContextState) -> int:

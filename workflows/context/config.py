@@ -46,6 +46,10 @@ class EngineConfig(BaseModel):
     checkpoint_tokens: int = Field(default=1200, ge=100)  # cap of the generated checkpoint
     model_known: bool = True
     budget_override: int | None = Field(default=None, gt=0)  # replaces the usable input window
+    # Provider tokens per token we count for this model, learned from provider usage
+    # (workflows/context/usage.py): the conversation budget is planned on usable_input /
+    # token_ratio, so that requests fit by the provider's count too. Never below 1.
+    token_ratio: float = Field(default=1.0, ge=1.0, le=2.0)
     capability_margin: int = 512
     unknown_model_ceiling: int = 8000
     condensation_reserve: int = 4096  # room the LLM condenser needs besides its source
@@ -71,6 +75,14 @@ class EngineConfig(BaseModel):
     def base_budget(self) -> int:
         """Conversation budget before admitted capability context is charged."""
         return max(0, self.usable_input - self.tool_definition_tokens)
+
+    @property
+    def calibrated_base_budget(self) -> int:
+        """:attr:`base_budget` with the usable input divided by :attr:`token_ratio` (the tool
+        definitions are our own count): what requests are planned and compacted against."""
+        if self.token_ratio <= 1.0:
+            return self.base_budget
+        return max(0, int(self.usable_input / self.token_ratio) - self.tool_definition_tokens)
 
     @property
     def effective_preview_chars(self) -> int:

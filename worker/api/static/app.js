@@ -154,11 +154,12 @@ function selectLane(lane) {
   renderEvents();
 }
 
-// Usage is reported by sessions that have it (prompt, cached, completion tokens and cost);
-// the field may be absent, and its figures under either naming.
+// Usage is what the provider reported for the session's model calls (SessionStatus.usage:
+// prompt, cached, completion tokens, cost units); absent or with no calls (an external agent
+// calls its model itself), nothing is shown rather than zeros.
 function renderUsage(usage) {
   const node = $("#usage");
-  node.hidden = !usage || typeof usage !== "object";
+  node.hidden = !usage || typeof usage !== "object" || usage.calls === 0;
   if (node.hidden) return;
   const pick = (...names) => names.map((n) => usage[n]).find((v) => typeof v === "number");
   const prompt = pick("prompt_tokens", "prompt", "input_tokens");
@@ -169,7 +170,10 @@ function renderUsage(usage) {
   if (prompt !== undefined) parts.push(`prompt ${fmt(prompt)} tokens`);
   if (cached !== undefined) parts.push(`cached ${fmt(cached)}` + (prompt ? ` (${pct(cached, prompt)} cache hits)` : ""));
   if (completion !== undefined) parts.push(`completion ${fmt(completion)}`);
-  if (cost !== undefined) parts.push(`cost $${cost.toFixed(4)}`);
+  if (cost !== undefined) parts.push(`cost ${cost.toFixed(4)} units`);
+  if (typeof usage.token_ratio === "number" && usage.token_ratio !== 1) {
+    parts.push(`budget calibrated ×${usage.token_ratio.toFixed(2)}`);
+  }
   if (!parts.length) {
     for (const [key, value] of Object.entries(usage)) if (typeof value === "number") parts.push(`${key} ${fmt(value)}`);
   }

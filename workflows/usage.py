@@ -1,0 +1,67 @@
+"""Provider usage in a lane: every model call's counts recorded in the lane's totals, logged
+as a ``model.usage`` event, and the model's calibrated token ratio applied to the budget.
+
+Workflow code only. The counts come from activity results (the model and condenser
+activities read them from the provider's answer and cost them), so replay recomputes the
+same totals and ratio. Runs recorded before this existed keep their totals in state only:
+no event, no calibration (``USAGE_PATCH``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.context.usage import CallUsage, ModelPrice, budget_ratio, price_for, record_call
+
+if TYPE_CHECKING:
+    from workflows.lane import Lane
+
+# Gates the model.usage events and the calibrated budget (both change commands).
+USAGE_PATCH = "model-usage"
+MODEL_USAGE = "model.usage"
+CALIBRATION_RELAXED = "context.calibration.relaxed"
+
+
+@dataclass(frozen=True)
+class UsagePolicy:
+    events: bool = False  # log model.usage events and calibrate (the patch is on)
+    # divide the budget by the learned ratio: live sessions only (a replay server's counts
+    # are character estimates, not a tokenizer's)
+    calibrate_budget: bool = False
+    prices: dict[str, ModelPrice] = field(default_factory=dict)  # the session's own prices
+
+    def price(self, model: str | None) -> ModelPrice | None:
+        """The session's price of ``model``; None: the worker's LANES_PRICES decide."""
+        return price_for(self.prices, model)
+
+
+def usage_policy(live: bool, prices: dict[str, ModelPrice] | None = None) -> UsagePolicy:
+    """Decided once per run, where its lane is made (calls ``workflow.patched``)."""
+    on = workflow.patched(USAGE_PATCH)
+    return UsagePolicy(events=on, calibrate_budget=on and live, prices=dict(prices or {}))
+
+
+async def record_usage(lane: Lane, kind: str, model: str, usage: CallUsage | None, **facts) -> None:
+    """Add one call's usage (``kind``: agent or condenser) to the lane's totals, recalibrate the
+    budget for the lane's model, and log it. ``facts``: small fields for the event (turn...)."""
+    if usage is None:  # no call was made (an earlier attempt's stored answer)
+        return
+    totals = lane.data.usage
+    calibration = record_call(totals, kind, model, usage)
+    if not lane.usage.events:
+        return
+    ratio = budget_ratio(totals, lane.data.model) if lane.usage.calibrate_budget else 1.0
+    totals.token_ratio = ratio
+    config = lane.state.config
+    if config.token_ratio != ratio:
+        lane.state.config = config.model_copy(update={"token_ratio": ratio})
+    await lane.log_event(MODEL_USAGE, {
+        **facts, "kind": kind, "model": model, "prompt": usage.prompt, "cached": usage.cached,
+        "completion": usage.completion, "calls": usage.calls, "estimate": usage.estimate,
+        "reported": usage.reported, "cost": usage.cost,
+        "sample": calibration.last_sample if usage.reported and usage.estimate > 0 else None,
+        "ratio": calibration.ratio, "budget_ratio": ratio})
