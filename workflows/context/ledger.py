@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import plan_cache
+from .budget import cost_of, is_capability, working_set_cost
 from .checkpoint import CheckpointData
 from .classify import classify_tool
 from .config import EngineConfig
@@ -140,6 +142,10 @@ def add_item(state: ContextState, item: Item, arguments: str | None = None) -> I
     if item.episode is None and state.active_episodes:
         item.episode = state.active_episodes[-1]
     _assign_entry_projection(state, item)
+    if plan_cache.current(state) is not None:  # the planner's derived sums grow with the item
+        preview = state.config.effective_preview_chars
+        plan_cache.note_append(state, item.id, working_set_cost(item, preview),
+                               cost_of(item, item.projection, preview) if is_capability(item) else 0)
     state.items[item.id] = item
     state.order.append(item.id)
     state.last_seq = item.seq
