@@ -59,7 +59,7 @@ class Checker(Driver):
         plan = E.plan_request(state)
         assert plan_cache.current(state) is not None  # the next step can extend it
         items = dict(state.items)
-        rendered = self.renderer.render(plan.pairs, items, self.contents, self.preview)
+        rendered = self.renderer.render(plan.entries, items, self.contents, self.preview)
         assert json.dumps(rendered) == json.dumps(E.render_messages(plan.pairs, items, self.contents, self.preview))
         self.checked += 1
 

@@ -25,6 +25,7 @@ from .summary import SummaryData
 
 PINNED_KINDS = frozenset({Kind.SYSTEM.value, Kind.USER.value, Kind.NOTE.value, Kind.DECISION.value})
 GENERATED_KINDS = frozenset({Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value, Kind.EPISODES.value})
+_NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
 _GROUP_SEARCH = 256  # how far back a tool result looks for the assistant turn that called it
 
 
@@ -228,7 +229,7 @@ def _assign_entry_projection(state: ContextState, item: Item) -> None:
 
 def lane_items(state: ContextState) -> list[Item]:
     """Working-set items that came from the lane (not generated, not capability context)."""
-    return [i for i in state.items.values() if i.kind not in GENERATED_KINDS and i.kind != Kind.CAPABILITY.value]
+    return [i for i in state.items.values() if i.kind not in _NOT_LANE_KINDS]
 
 
 def protected_groups(state: ContextState, count: int, before_current_task: bool = False) -> set[int]:

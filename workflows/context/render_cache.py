@@ -15,10 +15,24 @@ returns are shared with later calls: do not mutate them.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any, Protocol
+
 from .content import ItemContent
 from .items import Item, Projection
 from .observations import RecallStyle
-from .render import Entries, render_messages
+from .render import render_turns
+
+
+class _PlanEntry(Protocol):
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def projection(self) -> Projection: ...
+
+
+Entry = tuple[str, Projection] | _PlanEntry
 
 
 class RequestRenderer:
@@ -26,47 +40,72 @@ class RequestRenderer:
 
     def __init__(self) -> None:
         self._key: tuple[int, str] | None = None
-        self._entries: list[tuple[str, Projection]] = []
+        self._entries: list[Any] = []  # the previous request's entries, as given
         self._starts: list[int] = []  # entry index where each segment starts
-        self._messages: list[list[dict]] = []  # the messages of each segment
+        self._offsets: list[int] = []  # index in ``_messages`` of each segment's first message
+        self._messages: list[dict] = []
 
-    def render(self, entries: Entries, items: dict[str, Item], contents: dict[str, ItemContent],
+    def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
                preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
-        """``render_messages(entries, items, contents, preview_chars, recall)``."""
+        """``render_messages(entries, items, contents, preview_chars, recall)``; ``entries`` are
+        (item id, projection) pairs or a plan's ``PlanEntry`` objects (consecutive plans share
+        them, so comparing with the previous request is a comparison of identities)."""
         entries = list(entries)
         key = (preview_chars, recall)
         kept = self._shared_segments(entries) if key == self._key else 0
-        del self._starts[kept:], self._messages[kept:]
-        start = self._starts[-1] if kept else 0
-        if kept:  # the last shared segment may have grown: render it again
-            self._starts.pop()
-            self._messages.pop()
-        for begin, end in _segments(entries, items, start):
-            self._starts.append(begin)
-            self._messages.append(render_messages(entries[begin:end], items, contents, preview_chars, recall))
+        if kept:  # the last shared segment may continue differently: render it again
+            kept -= 1
+        start = self._starts[kept] if kept < len(self._starts) else 0
+        del self._messages[self._offsets[kept] if kept < len(self._offsets) else 0:]
+        del self._starts[kept:], self._offsets[kept:]
+        rest = entries[start:]
+        pairs: list[tuple[str, Projection]] = (
+            [_pair(e) for e in rest] if rest and not isinstance(rest[0], tuple) else rest)  # type: ignore[assignment]
+        self._render(pairs, start, items, contents, preview_chars, recall)
         self._key, self._entries = key, entries
-        return [message for segment in self._messages for message in segment]
+        return list(self._messages)
 
-    def _shared_segments(self, entries: list[tuple[str, Projection]]) -> int:
+    def _render(self, pairs: list[tuple[str, Projection]], start: int, items: dict[str, Item],
+                contents: dict[str, ItemContent], preview_chars: int, recall: RecallStyle) -> None:
+        """Render ``pairs`` (entries from ``start`` on, a segment start) in one pass and note
+        where each segment's messages begin: a segment's messages all precede the next
+        segment's, so the first message rendered from an entry at or after a segment start
+        (or, for a segment without messages, the next one's) marks it."""
+        begins = _segment_starts(pairs, items)
+        rendered = render_turns(pairs, items, contents, preview_chars, recall)
+        position = {item_id: index for index, (item_id, _) in enumerate(pairs)}
+        base = len(self._messages)
+        offsets = [base + len(rendered)] * len(begins)
+        segment = 0  # segments whose offset is not set yet start at ``segment``
+        for index, message in enumerate(rendered):
+            entry = position[message.item_id]
+            while segment < len(begins) and begins[segment] <= entry:
+                offsets[segment] = base + index
+                segment += 1
+        self._starts.extend(start + b for b in begins)
+        self._offsets.extend(offsets)
+        self._messages.extend(r.message for r in rendered)
+
+    def _shared_segments(self, entries: list[Entry]) -> int:
         """How many leading segments of the previous request ``entries`` repeats exactly
-        (the last of them may continue differently: it is rendered again)."""
+        (the last of them may continue differently)."""
         previous = self._entries
-        starts = self._starts
-        # common case: the previous request is a prefix of this one
+        # common case: the previous request is a prefix of this one (a C-level comparison)
         if len(entries) >= len(previous) and entries[: len(previous)] == previous:
-            return len(starts)
-        limit = next((i for i, (a, b) in enumerate(zip(previous, entries, strict=False)) if a != b),
+            return len(self._starts)
+        limit = next((i for i, (a, b) in enumerate(zip(previous, entries, strict=False)) if _pair(a) != _pair(b)),
                      min(len(previous), len(entries)))
-        # segments starting at or before the first difference (the one containing it is re-rendered)
-        return sum(1 for s in starts if s <= limit)
+        # the segments starting at or before the first difference (the one holding it is re-rendered)
+        return bisect_right(self._starts, limit)
 
 
-def _segments(entries: list[tuple[str, Projection]], items: dict[str, Item], start: int) -> list[tuple[int, int]]:
-    """(begin, end) of the segments of ``entries[start:]``: a new one at every shown assistant entry."""
-    bounds = [start]
-    for index in range(start + 1, len(entries)):
-        item_id, projection = entries[index]
-        if projection != Projection.OMITTED and items[item_id].role == "assistant":
-            bounds.append(index)
-    bounds.append(len(entries))
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1) if bounds[i] < bounds[i + 1]]
+def _pair(entry: Entry) -> tuple[str, Projection]:
+    if isinstance(entry, tuple):
+        return entry
+    return entry.item_id, entry.projection
+
+
+def _segment_starts(pairs: list[tuple[str, Projection]], items: dict[str, Item]) -> list[int]:
+    """Where the segments of ``pairs`` start: at 0 and at every shown assistant entry."""
+    return [0] + [index for index in range(1, len(pairs))
+                  if pairs[index][1] != Projection.OMITTED and items[pairs[index][0]].role == "assistant"]

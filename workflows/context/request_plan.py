@@ -111,20 +111,39 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
 
 
 def _scan(state: ContextState) -> plan_cache.PlanCache:
-    """The full-rung plan and the working-set sums by a full scan, as a fresh cache."""
-    reference = plan_request_reference(state, Projection.FULL)
-    order_entries = reference.entries[: len(reference.entries) - reference.step_entries]
-    step_entries = reference.entries[len(order_entries):]
-    step_capability = sum(e.tokens for e in step_entries)
+    """The full-rung plan and the working-set sums by one full scan, as a fresh cache: the
+    loop of ``plan_request_reference`` on the full rung (where an item keeps its projection),
+    its entries constructed rather than validated (this runs after every compaction)."""
+    preview = state.config.effective_preview_chars
+    make = PlanEntry.model_construct
+    entries = [make(item_id=e.item_id, projection=e.projection, tokens=e.tokens) for e in state.shared_prefix]
+    counts = [len(entries), 0, 0]  # stable, memory, history
+    laid_out = len(entries)
+    conversation = order_capability = 0
+    stable_len, memory_end, laid_out_len = state.stable_len, state.stable_len + state.memory_len, state.laid_out_len
+    items = state.items
+    omitted, archived = Projection.OMITTED, Lifecycle.ARCHIVED
+    for position, item_id in enumerate(state.order):
+        item = items[item_id]
+        projection = item.projection
+        if projection == omitted or item.lifecycle == archived:
+            continue
+        tokens = cost_of(item, projection, preview)
+        entries.append(make(item_id=item_id, projection=projection, tokens=tokens))
+        counts[0 if position < stable_len else 1 if position < memory_end else 2] += 1
+        laid_out += position < laid_out_len
+        if is_capability(item):
+            order_capability += tokens
+        else:
+            conversation += tokens
+    step = [make(item_id=i.id, projection=Projection.FULL, tokens=cost_of(i, Projection.FULL, preview))
+            for i in items.values() if is_step_capability(i)]
     return plan_cache.PlanCache(
-        generation=state.generation, layout_epoch=state.layout_epoch,
-        preview_chars=state.config.effective_preview_chars, shared_tokens=state.shared_tokens,
-        order_len=len(state.order), working_set=scan_working_set_tokens(state), capability=scan_capability_tokens(state),
-        entries=order_entries,
-        counts=[reference.stable_entries, reference.memory_entries, reference.history_entries],
-        laid_out=reference.stable_prefix_entries, conversation=reference.total_tokens,
-        order_capability=reference.capability_tokens - step_capability, step=step_entries,
-        step_capability=step_capability,
+        generation=state.generation, layout_epoch=state.layout_epoch, preview_chars=preview,
+        shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=scan_working_set_tokens(state),
+        capability=scan_capability_tokens(state), entries=entries, counts=counts, laid_out=laid_out,
+        conversation=conversation, order_capability=order_capability, step=step,
+        step_capability=sum(e.tokens for e in step),
     )
 
 
