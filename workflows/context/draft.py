@@ -115,9 +115,7 @@ class Draft:
         new = 0 if lifecycle == Lifecycle.ARCHIVED else cost_of(item, projection, self.preview)
         self.lane_tokens += new - old
         self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
-        # constructed, not validated (thousands per compaction): every field is already typed
-        self.changes[item.id] = Transition.model_construct(item_id=item.id, lifecycle=lifecycle, projection=projection,
-                                                           reason=reason)
+        self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
 
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""

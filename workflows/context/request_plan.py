@@ -98,7 +98,7 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
             projection = item.projection
             if projection != Projection.OMITTED and item.lifecycle != Lifecycle.ARCHIVED:
                 tokens = cost_of(item, projection, preview)
-                cache.entries.append(PlanEntry.model_construct(item_id=item_id, projection=projection, tokens=tokens))
+                cache.entries.append(PlanEntry(item_id=item_id, projection=projection, tokens=tokens))
                 cache.counts[0 if position < state.stable_len else 1 if position < memory_end else 2] += 1
                 cache.laid_out += position < state.laid_out_len
                 if is_capability(item):
@@ -113,9 +113,9 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
 def _scan(state: ContextState) -> plan_cache.PlanCache:
     """The full-rung plan and the working-set sums by one full scan, as a fresh cache: the
     loop of ``plan_request_reference`` on the full rung (where an item keeps its projection),
-    its entries constructed rather than validated (this runs after every compaction)."""
+    without what the full rung does not need (this runs after every compaction)."""
     preview = state.config.effective_preview_chars
-    make = PlanEntry.model_construct
+    make = PlanEntry  # validated: pydantic-core builds a model faster than model_construct does
     entries = [make(item_id=e.item_id, projection=e.projection, tokens=e.tokens) for e in state.shared_prefix]
     counts = [len(entries), 0, 0]  # stable, memory, history
     laid_out = len(entries)
