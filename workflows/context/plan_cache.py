@@ -49,17 +49,20 @@ _CACHES: dict[int, tuple[ref[ContextState], PlanCache]] = {}
 
 
 def current(state: ContextState) -> PlanCache | None:
-    """The cache of ``state`` when it still describes it, else None (a stale one is dropped)."""
-    entry = _CACHES.get(id(state))
-    if entry is None or entry[0]() is not state:
-        return None
-    cache = entry[1]
-    if (cache.generation != state.generation or cache.layout_epoch != state.layout_epoch
+    """The cache of ``state`` when it still describes it, else None."""
+    cache = previous(state)
+    if cache is None or (
+            cache.generation != state.generation or cache.layout_epoch != state.layout_epoch
             or cache.order_len != len(state.order) or cache.shared_tokens != state.shared_tokens
             or cache.preview_chars != state.config.effective_preview_chars):
-        _CACHES.pop(id(state), None)
         return None
     return cache
+
+
+def previous(state: ContextState) -> PlanCache | None:
+    """The last cache stored for ``state``, current or stale (a rebuild reuses its entries)."""
+    entry = _CACHES.get(id(state))
+    return entry[1] if entry is not None and entry[0]() is state else None
 
 
 def store(state: ContextState, cache: PlanCache) -> None:

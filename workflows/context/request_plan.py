@@ -87,7 +87,8 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
     """The state's plan cache, extended by the items appended since, or rebuilt by a full scan."""
     cache = plan_cache.current(state)
     if cache is None:
-        cache = _scan(state)
+        stale = plan_cache.previous(state)
+        cache = _scan(state, {e.item_id: e for e in stale.entries} if stale is not None else {})
         plan_cache.store(state, cache)
     elif cache.pending:
         preview = state.config.effective_preview_chars
@@ -110,10 +111,12 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
     return cache
 
 
-def _scan(state: ContextState) -> plan_cache.PlanCache:
+def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCache:
     """The full-rung plan and the working-set sums by one full scan, as a fresh cache: the
     loop of ``plan_request_reference`` on the full rung (where an item keeps its projection),
-    without what the full rung does not need (this runs after every compaction)."""
+    without what the full rung does not need (this runs after every compaction). An entry
+    equal to one of the previous plan (``reuse``, by item id) is that entry: fewer objects
+    to allocate, and a renderer recognises it by identity."""
     preview = state.config.effective_preview_chars
     make = PlanEntry  # validated: pydantic-core builds a model faster than model_construct does
     entries = [make(item_id=e.item_id, projection=e.projection, tokens=e.tokens) for e in state.shared_prefix]
@@ -129,7 +132,10 @@ def _scan(state: ContextState) -> plan_cache.PlanCache:
         if projection == omitted or item.lifecycle == archived:
             continue
         tokens = cost_of(item, projection, preview)
-        entries.append(make(item_id=item_id, projection=projection, tokens=tokens))
+        entry = reuse.get(item_id)
+        if entry is None or entry.projection is not projection or entry.tokens != tokens:
+            entry = make(item_id=item_id, projection=projection, tokens=tokens)
+        entries.append(entry)
         counts[0 if position < stable_len else 1 if position < memory_end else 2] += 1
         laid_out += position < laid_out_len
         if is_capability(item):
