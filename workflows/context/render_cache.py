@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from .content import ItemContent
 from .items import Item, Projection
 from .observations import RecallStyle
-from .render import render_turns
+from .render import MessageMemo, render_turns
 
 
 class _PlanEntry(Protocol):
@@ -44,6 +44,7 @@ class RequestRenderer:
         self._starts: list[int] = []  # entry index where each segment starts
         self._offsets: list[int] = []  # index in ``_messages`` of each segment's first message
         self._messages: list[dict] = []
+        self._memo: MessageMemo = {}  # each item's last message (render_turns)
 
     def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
                preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
@@ -53,6 +54,8 @@ class RequestRenderer:
         entries = list(entries)
         key = (preview_chars, recall)
         kept = self._shared_segments(entries) if key == self._key else 0
+        if key != self._key or len(self._memo) > 2 * len(entries) + 64:
+            self._memo = {}  # another preview or recall style; or items that left the working set
         if kept:  # the last shared segment may continue differently: render it again
             kept -= 1
         start = self._starts[kept] if kept < len(self._starts) else 0
@@ -72,7 +75,7 @@ class RequestRenderer:
         segment's, so the first message rendered from an entry at or after a segment start
         (or, for a segment without messages, the next one's) marks it."""
         begins = _segment_starts(pairs, items)
-        rendered = render_turns(pairs, items, contents, preview_chars, recall)
+        rendered = render_turns(pairs, items, contents, preview_chars, recall, self._memo)
         position = {item_id: index for index, (item_id, _) in enumerate(pairs)}
         base = len(self._messages)
         offsets = [base + len(rendered)] * len(begins)
