@@ -221,7 +221,8 @@ def readme_block(data: dict) -> str:
         f"{data['steps']} consecutive steps. *compaction*: budget = ½ the working set; the step before it was "
         "planned and rendered (untimed), the step appends one exchange, then the deterministic fallback runs "
         f"(needs_compaction + plan_fallback + apply_plan + plan_request + rendering), {data['repeat']} runs on fresh "
-        "copies. *incremental*: `plan_request` (plan cache) and a `RequestRenderer` kept by the session; "
+        f"copies ({max(3, data['repeat'] // 4)} at 100,000 items: each needs a deep copy). *incremental*: "
+        "`plan_request` (plan cache) and a `RequestRenderer` kept by the session; "
         "*full*: the same step recomputed from scratch (`plan_request_reference`, the working-set sums by full "
         f"scans, `render_messages`: the engine before issue 16), {data['reference_repeat']} runs. p99 = nearest "
         "rank (of few runs: their maximum); CPU = this process's CPU time (time.process_time) of the same steps.",
