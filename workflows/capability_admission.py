@@ -46,6 +46,8 @@ async def admit(lane: Lane, request: CapabilityRequest) -> CapabilityResult:
         admission = engine.admit_capability(lane.state, item, "step" if request.scope == "step" else "task")
         status = "admitted" if admission.admitted else "refused"
         message = admission.message
+    name = request.name.strip()  # the engine names the item by its id: the caller knows it by its name
+    message = message.replace(repr(item.id), repr(name)).replace(item.id, name)
     if admission.admitted:
         lane.next_seq()
         await calls.store_text(StoreTextInput(
@@ -55,6 +57,6 @@ async def admit(lane: Lane, request: CapabilityRequest) -> CapabilityResult:
     result = CapabilityResult(status=status, item_id=item.id if admission.admitted else None, scope=admission.scope,
                               need=admission.need, margin=admission.margin, ceiling=admission.ceiling,
                               available=admission.available, message=message)
-    await lane.log_event(_EVENTS[status], {"name": request.name.strip(), "kind": request.kind,
+    await lane.log_event(_EVENTS[status], {"name": name, "kind": request.kind,
                                            **result.model_dump(exclude={"status"})})
     return result

@@ -55,7 +55,7 @@ class ReplayIn(Strict):
 class CompactionIn(Strict):
     """LLM condensation before the deterministic fallback (the worker's condenser endpoint)."""
 
-    enabled: bool | None = Field(None, description="default: on, except for replays")
+    enabled: bool | None = Field(None, description="default: on for hosted sessions that are not replays")
     condenser_model: str | None = Field(None, min_length=1, max_length=200,
                                         description="default: the worker's LANES_CONDENSER_MODEL when set, else "
                                                     "the session's model")

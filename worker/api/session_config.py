@@ -5,7 +5,7 @@ Defaults decided here apply to sessions created from now on (a running session k
 config it started with): the model's context window from the table of known windows
 (``workflows/context/model_windows.py``; an unknown model keeps ``LANES_CONTEXT_WINDOW``
 and the engine's 8,000 fallback ceiling for capability context), LLM compaction on for
-sessions that call a live model (a replay's recording has no condenser answers), with the
+hosted sessions that call a live model (not replays, not external agents), with the
 session's own model as the condenser unless ``LANES_CONDENSER_MODEL`` or the body names one.
 """
 
@@ -50,7 +50,9 @@ def model_window(body: SessionCreate, settings: Settings, model: str) -> tuple[i
 
 def _compaction(body: SessionCreate, settings: Settings, model: str) -> dict[str, Any]:
     given = body.compaction.model_dump(exclude_none=True) if body.compaction is not None else {}
-    enabled = given.get("enabled", body.replay is None)  # on by default, except replays
+    # On by default for hosted sessions calling a live model; a replay's recording has no
+    # condenser answers, and an external agent's model may not be one the workers reach.
+    enabled = given.get("enabled", body.mode == "hosted" and body.replay is None)
     values = {**given, "enabled": enabled}
     if enabled and "condenser_model" not in values:
         explicit = "condenser_model" in settings.model_fields_set and settings.condenser_model
