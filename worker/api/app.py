@@ -31,7 +31,7 @@ from temporalio.client import Client
 
 from activities.store import Store, StoreError
 from lanes_client.schemas import Health, Readiness
-from worker.api import external_routes, ledger_routes, subagent_routes
+from worker.api import context_routes, external_routes, ledger_routes, subagent_routes
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError, store_unavailable
@@ -242,6 +242,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     app.include_router(subagent_routes.router)
     app.include_router(external_routes.router)
     app.include_router(ledger_routes.router)
+    app.include_router(context_routes.router)
 
     if STATIC_DIR.is_dir():
         @app.get("/ui", include_in_schema=False)
