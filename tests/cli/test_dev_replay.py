@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -12,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from lanes_client import LanesClient
 from tests.cli.test_cli import REPO, lanes_command
@@ -55,6 +57,7 @@ def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_p
             kinds = {event.kind for event in lanes.iter_events(session)}
             assert any(kind.startswith("context.compaction") for kind in kinds), kinds
         assert httpx.get(ready["ui_url"].split("#")[0], timeout=10).status_code == 200
+        _screenshot_the_inspector(ready["ui_url"], session, report.compactions)
 
         # the CLI finds this stack through LANES_DATA_DIR: a second replay session, created by name
         cli_env = {**env, "LANES_API_URL": ready["api_url"]}
@@ -73,3 +76,35 @@ def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_p
             raise
     assert dev.returncode == 0, errors[-3000:]
     assert not (data / "replay-model.json").exists()
+
+
+def _screenshot_the_inspector(ui_url: str, session: str, compactions: int) -> None:
+    """What a newcomer sees at the printed URL, in headless Chromium: the lanes tree, the
+    pressure timeline with the compactions marked, the events filtered to compactions."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if executable is None:
+        if os.environ.get("CI"):
+            pytest.fail("no chromium binary (make test installs it)")
+        pytest.skip("no chromium binary (apt-get install chromium)")
+    artifacts = REPO / "test-artifacts" / "ui"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                             args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(ui_url)
+            page.wait_for_selector('#lanes-tree .lane-node[data-lane="main"]')
+            page.wait_for_function(f"() => document.querySelectorAll('#timeline .mark').length >= {compactions}")
+            assert page.locator("#timeline .sample").count() > 0
+            page.screenshot(path=str(artifacts / "dev-replay.png"), full_page=True)
+            page.wait_for_function("() => [...document.querySelectorAll('#filter-kind option')]"
+                                   ".some(o => o.value === 'context.compaction.*')")
+            page.select_option("#filter-kind", "context.compaction.*")
+            kinds = page.eval_on_selector_all("#events li", "ls => ls.map(l => l.dataset.kind)")
+            assert kinds and all(kind.startswith("context.compaction") for kind in kinds), kinds
+            page.locator("#events-section").screenshot(path=str(artifacts / "dev-replay-events.png"))
+        finally:
+            browser.close()
+
