@@ -91,6 +91,8 @@ async def test_inspector_asks_for_a_token_and_rejects_a_bad_one(browser, api_sta
     try:
         await page.goto(f"{api_stack.base_url}/ui")
         await page.wait_for_selector("#login:not([hidden])")
+        help_text = await page.text_content("#token-help")  # the login page says where the token is
+        assert "api-token" in help_text and "LANES_API_TOKENS" in help_text
         await page.fill("#token-input", "not-a-valid-token")
         await page.click("#login button")
         await page.wait_for_function("() => document.querySelector('#connection').textContent.includes('rejected')")
