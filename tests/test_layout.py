@@ -81,10 +81,13 @@ def test_each_folder_imports_only_what_its_row_allows():
 
 def test_one_request_renderer():
     """Requests are rendered by the materialiser (and by the offline simulator, which has no
-    store); nothing else, so an external agent gets the request a hosted session sends."""
+    store); nothing else, so an external agent gets the request a hosted session sends. The
+    incremental renderer (render_cache.py) renders through the same render_turns and is proven
+    equal to render_messages by tests/engine/test_incremental_plan.py."""
     users = {p.relative_to(ROOT).as_posix() for folder in ("workflows", "activities", "worker", "client")
              for p in (ROOT / folder).rglob("*.py") if "render_messages(" in p.read_text()}
-    assert users == {"workflows/context/render.py", "activities/requests.py", "worker/replay/policies.py"}
+    assert users == {"workflows/context/render.py", "activities/requests.py", "worker/replay/policies.py",
+                     "workflows/context/render_cache.py"}
 
 
 def _resolve(node: ast.expr) -> object:
