@@ -14,9 +14,10 @@ import json
 from pydantic import BaseModel, Field
 from temporalio import activity
 
+from activities import token_memo
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, EventRow, ItemRow, ObservationNotFound, Store
-from activities.tokens import count_message_tokens, count_text_message_tokens
+from activities.tokens import count_text_message_tokens
 from workflows import rejections
 from workflows.context import ids
 from workflows.context.classify import classify_tool
@@ -126,11 +127,12 @@ def digest_of(content: ItemContent) -> str:
 def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None,
             recall: RecallStyle = "tool") -> dict[Projection, int]:
     """Token cost of the item in every projection the planner may choose, measured on
-    the very message the renderer sends for it."""
+    the very message the renderer sends for it (remembered: the requests that carry it count it
+    from the memo)."""
     costs: dict[Projection, int] = {}
     for projection in MEASURED_PROJECTIONS:
         message = item_message(item, content, projection, preview_chars, recall=recall)
-        costs[projection] = 0 if message is None else count_message_tokens(message, model)
+        costs[projection] = 0 if message is None else token_memo.message_tokens(message, model)
     costs[Projection.OMITTED] = 0
     return costs
 
