@@ -16,10 +16,11 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import metrics
+from activities.events import EventSpec
 from activities.heartbeat import heartbeating
 from activities.items import StoredItem, finish_item, load_item, read_whole, store_item, stored_item
 from activities.recall import RecallMark, recall
@@ -60,6 +61,9 @@ class ToolRunInput(BaseModel):
     # the most a recall_observation result may hold, header included (engine rules 2: the
     # preview, so that it enters whole); None: as asked (runs of rules 1)
     recall_max_chars: int | None = None
+    # Events of the step the workflow deferred to this call (the model's usage): written first,
+    # idempotent by (lane, seq), so they need no record_events activity of their own.
+    events: list[EventSpec] = Field(default_factory=list)
 
 
 class ToolRunResult(BaseModel):
@@ -125,6 +129,10 @@ async def run_tool(inp: ToolRunInput) -> ToolRunResult:
 async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
     runtime = await get_runtime()
     store = runtime.store
+    if inp.events:
+        rows = [EventRow(**e.model_dump()) for e in inp.events]
+        await store.append_events(inp.session_id, rows)
+        metrics.observe_events(rows)
     done = await stored_item(store, inp.session_id, inp.lane, inp.result_item_id)
     if done is not None:  # already ran; never run a side-effecting tool twice
         item, content = done
