@@ -226,9 +226,11 @@ async def store_items(store: Store, session_id: str, lane: str, pairs: list[tupl
     between them is completed by the retry. Where a row already existed, the stored
     metadata wins, so every attempt reports the same items.
     """
-    await store.put_items(session_id, [item_row(item, content, lane, clients[n] if clients else None)
-                                       for n, (item, content) in enumerate(pairs)])
+    rows = [item_row(item, content, lane, clients[n] if clients else None) for n, (item, content) in enumerate(pairs)]
+    inserted = await store.put_items(session_id, rows)
     await store.append_events(session_id, [item_event(item, lane) for item, _ in pairs])
+    if inserted == len(rows):  # every row is this attempt's: no need to read them back
+        return [Item.model_validate(row.content["meta"]) for row in rows]
     stored = await store.get_items(session_id, [item.id for item, _ in pairs])
     return [Item.model_validate(stored[item.id].content["meta"]) for item, _ in pairs]
 

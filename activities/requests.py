@@ -42,6 +42,13 @@ class PlanBaseMissing(LookupError):
     """The delta names a base plan that was never stored (a workflow bug, not retryable)."""
 
 
+# Plans this worker stored last (a stored version never changes: the first write wins, and
+# only plans this worker wrote first are kept): the next delta of a lane usually builds on
+# one of them, without reading it back from PostgreSQL.
+RECENT_PLANS = 256
+_recent_plans: dict[tuple[str, str, str, int], PlanEntries] = {}  # (database, session, lane, version)
+
+
 async def resolve_plan(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
     """The full plan of ``delta.version``; stored so the next delta can build on it.
 
@@ -50,11 +57,18 @@ async def resolve_plan(store: Store, session_id: str, lane: str, delta: PlanDelt
     if delta.base_version is None:
         entries = list(delta.entries)
     else:
-        base = await store.get_plan(session_id, lane, delta.base_version)
+        base = _recent_plans.get((store.where, session_id, lane, delta.base_version))
         if base is None:
-            raise PlanBaseMissing(f"session {session_id} lane {lane}: base plan {delta.base_version} is not stored")
-        entries = [(item_id, Projection(p)) for item_id, p in base] + list(delta.entries)
-    await store.put_plan(session_id, lane, delta.version, [[i, p.value] for i, p in entries])
+            stored = await store.get_plan(session_id, lane, delta.base_version)
+            if stored is None:
+                raise PlanBaseMissing(f"session {session_id} lane {lane}: base plan {delta.base_version} is not stored")
+            base = [(item_id, Projection(p)) for item_id, p in stored]
+        entries = base + list(delta.entries)
+    key = (store.where, session_id, lane, delta.version)
+    if await store.put_plan(session_id, lane, delta.version, [[i, p.value] for i, p in entries]):
+        _recent_plans[key] = list(entries)
+        while len(_recent_plans) > RECENT_PLANS:
+            del _recent_plans[next(iter(_recent_plans))]
     return entries
 
 
