@@ -219,8 +219,9 @@ async def store_item(store: Store, session_id: str, lane: str, item: Item, conte
 
 
 async def store_items(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]],
-                      clients: list[ExternalItem] | None = None) -> list[Item]:
-    """Write the items' content and metadata, then their events, in one statement each.
+                      clients: list[ExternalItem] | None = None, events: list[EventRow] | None = None) -> list[Item]:
+    """Write the items' content and metadata, then their events (after ``events``, other
+    events the caller has to write), in one statement each.
 
     Both writes are always attempted (each is idempotent) so that an attempt killed
     between them is completed by the retry. Where a row already existed, the stored
@@ -228,7 +229,7 @@ async def store_items(store: Store, session_id: str, lane: str, pairs: list[tupl
     """
     rows = [item_row(item, content, lane, clients[n] if clients else None) for n, (item, content) in enumerate(pairs)]
     inserted = await store.put_items(session_id, rows)
-    await store.append_events(session_id, [item_event(item, lane) for item, _ in pairs])
+    await store.append_events(session_id, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)])
     if inserted == len(rows):  # every row is this attempt's: no need to read them back
         return [Item.model_validate(row.content["meta"]) for row in rows]
     stored = await store.get_items(session_id, [item.id for item, _ in pairs])
@@ -247,8 +248,11 @@ async def stored_item(store: Store, session_id: str, lane: str, item_id: str) ->
 async def load_item(store: Store, session_id: str, item_id: str) -> tuple[Item, ItemContent] | None:
     rows = await store.get_items(session_id, [item_id])
     row = rows.get(item_id)
-    if row is None:
-        return None
+    return None if row is None else item_of(row)
+
+
+def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
+    """A stored row's item metadata and exact content."""
     return Item.model_validate(row.content["meta"]), ItemContent.model_validate(row.content["content"])
 
 

@@ -54,22 +54,30 @@ async def resolve_plan(store: Store, session_id: str, lane: str, delta: PlanDelt
 
     Idempotent: a retried activity rebuilds the same plan and the second write is a no-op.
     """
+    entries = await plan_entries(store, session_id, lane, delta)
+    await store_plan(store, session_id, lane, delta.version, entries)
+    return entries
+
+
+async def plan_entries(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
+    """The full plan of ``delta.version`` (not stored yet: ``store_plan``)."""
     if delta.base_version is None:
-        entries = list(delta.entries)
-    else:
-        base = _recent_plans.get((store.where, session_id, lane, delta.base_version))
-        if base is None:
-            stored = await store.get_plan(session_id, lane, delta.base_version)
-            if stored is None:
-                raise PlanBaseMissing(f"session {session_id} lane {lane}: base plan {delta.base_version} is not stored")
-            base = [(item_id, Projection(p)) for item_id, p in stored]
-        entries = base + list(delta.entries)
-    key = (store.where, session_id, lane, delta.version)
-    if await store.put_plan(session_id, lane, delta.version, [[i, p.value] for i, p in entries]):
-        _recent_plans[key] = list(entries)
+        return list(delta.entries)
+    base = _recent_plans.get((store.where, session_id, lane, delta.base_version))
+    if base is None:
+        stored = await store.get_plan(session_id, lane, delta.base_version)
+        if stored is None:
+            raise PlanBaseMissing(f"session {session_id} lane {lane}: base plan {delta.base_version} is not stored")
+        base = [(item_id, Projection(p)) for item_id, p in stored]
+    return base + list(delta.entries)
+
+
+async def store_plan(store: Store, session_id: str, lane: str, version: int, entries: PlanEntries) -> None:
+    """Store plan ``version`` once (the first write wins), so that the next delta can build on it."""
+    if await store.put_plan(session_id, lane, version, [[i, p.value] for i, p in entries]):
+        _recent_plans[(store.where, session_id, lane, version)] = list(entries)
         while len(_recent_plans) > RECENT_PLANS:
             del _recent_plans[next(iter(_recent_plans))]
-    return entries
 
 
 @dataclass(frozen=True)
