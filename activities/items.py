@@ -14,7 +14,7 @@ import json
 from pydantic import BaseModel, Field
 from temporalio import activity
 
-from activities import token_memo
+from activities import item_cache, token_memo
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, EventRow, ItemRow, ObservationNotFound, Store
 from activities.tokens import count_text_message_tokens
@@ -231,9 +231,13 @@ async def store_items(store: Store, session_id: str, lane: str, pairs: list[tupl
     inserted = await store.put_items(session_id, rows)
     await store.append_events(session_id, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)])
     if inserted == len(rows):  # every row is this attempt's: no need to read them back
-        return [Item.model_validate(row.content["meta"]) for row in rows]
-    stored = await store.get_items(session_id, [item.id for item, _ in pairs])
-    return [Item.model_validate(stored[item.id].content["meta"]) for item, _ in pairs]
+        kept = [item_of(row) for row in rows]  # parsed as a read would parse them
+    else:
+        stored = await store.get_items(session_id, [item.id for item, _ in pairs])
+        kept = [item_of(stored[item.id]) for item, _ in pairs]
+    for item, content in kept:
+        item_cache.put(store.where, session_id, item, content)
+    return [item for item, _ in kept]
 
 
 async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:
@@ -257,13 +261,18 @@ def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
 
 
 async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tuple[dict[str, Item], dict[str, ItemContent]]:
-    rows = await store.get_items(session_id, item_ids)
-    missing = [i for i in item_ids if i not in rows]
-    if missing:
-        raise LookupError(f"session {session_id}: items {missing[:5]} are not stored")
-    items = {i: Item.model_validate(r.content["meta"]) for i, r in rows.items()}
-    contents = {i: ItemContent.model_validate(r.content["content"]) for i, r in rows.items()}
-    return items, contents
+    """Items and their content; only those this worker has not stored or loaded lately are read."""
+    loaded = item_cache.get(store.where, session_id, item_ids)
+    wanted = [i for i in item_ids if i not in loaded]
+    if wanted:
+        rows = await store.get_items(session_id, wanted)
+        missing = [i for i in wanted if i not in rows]
+        if missing:
+            raise LookupError(f"session {session_id}: items {missing[:5]} are not stored")
+        for item_id, row in rows.items():
+            loaded[item_id] = item_of(row)
+            item_cache.put(store.where, session_id, *loaded[item_id])
+    return {i: loaded[i][0] for i in item_ids}, {i: loaded[i][1] for i in item_ids}
 
 
 async def read_whole(store: Store, session_id: str, obs_id: str) -> str:
