@@ -219,28 +219,31 @@ class AgentLoop:
         s = self.settings
         seq = lane.next_seq()
         events = lane.take_pending_events()
-        inp = ToolRunInput(
-            session_id=s.session_id,
-            lane=lane.data.lane,
-            call_id=call.id,
-            tool_name=call.name,
-            assistant_item_id=assistant.id,
-            result_item_id=lane.item_id(seq),
-            result_seq=seq,
-            observation_id=lane.observation_id(seq),
-            task_id=task_id,
-            group=assistant.seq,
-            model=s.model,
-            preview_chars=lane.preview_chars,
-            replay=s.replay,
-            output=None if output is None else output[0],
-            exit_code=0 if output is None else output[1],
-            network=s.tool_network,
-            recall_max_chars=lane.preview_chars if lane.rules_2 else None,
-            events=events,
+        run = calls.run_tool(
+            ToolRunInput(
+                session_id=s.session_id,
+                lane=lane.data.lane,
+                call_id=call.id,
+                tool_name=call.name,
+                assistant_item_id=assistant.id,
+                result_item_id=lane.item_id(seq),
+                result_seq=seq,
+                observation_id=lane.observation_id(seq),
+                task_id=task_id,
+                group=assistant.seq,
+                model=s.model,
+                preview_chars=lane.preview_chars,
+                replay=s.replay,
+                output=None if output is None else output[0],
+                exit_code=0 if output is None else output[1],
+                network=s.tool_network,
+                recall_max_chars=lane.preview_chars if lane.rules_2 else None,
+                events=events,
+            ),
+            s.give_up,
         )
         try:
-            return await calls.run_tool(inp, s.give_up)
+            return await run
         except ActivityError:  # the events are written with the result only: the failed step flushes them
             lane.pending_events[:0] = events
             raise
