@@ -4,18 +4,21 @@ Synthetic lane items (a system prompt, a task, then alternating assistant turns 
 results with observation addresses, costs set directly so no tokeniser runs) are fed
 straight to the engine. Two series per size, 1k / 10k / 100k items:
 
-* ``request``: the budget holds every item (no compaction): ``needs_compaction`` +
-  ``plan_request`` + ``render_messages`` from in-memory contents -- what every model
-  step pays between compactions;
-* ``compaction``: the same working set with a budget of half its tokens, so the
+* ``request``: the budget holds every item (no compaction); each step appends one
+  exchange (untimed) and pays ``needs_compaction`` + ``plan_request`` + rendering -- what
+  every model step pays between compactions;
+* ``compaction``: the same working set with a budget of half its tokens; the previous
+  step's request was planned (untimed), the step appends one exchange and the
   deterministic fallback has to run: ``needs_compaction`` + ``plan_fallback`` +
-  ``apply_plan`` + ``plan_request`` + ``render_messages`` -- what a compaction step pays.
+  ``apply_plan`` + ``plan_request`` + rendering -- what a compaction step pays.
 
-Each figure is the median of several runs (time.perf_counter), on a fresh copy of the
-state for the compaction series. Writes ``bench/results/plan-scaling.json`` and the
-``plan-scaling`` block of ``bench/results/README.md``.
+Each series runs incrementally (the plan cache and a ``RequestRenderer`` kept by the
+session, as the engine plans now) and as a full recomputation (``plan_request_reference``,
+full scans, ``render_messages``: the engine before the plan cache), timed per step
+(time.perf_counter): median and p99 (nearest rank). Writes ``bench/results/plan-scaling.json``
+and the ``plan-scaling`` block of ``bench/results/README.md``.
 
-    .venv/bin/python bench/plan_scaling.py [--sizes 1000 10000 100000] [--repeat 5]
+    .venv/bin/python bench/plan_scaling.py [--sizes 1000 10000 100000] [--steps 100] [--repeat 20]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gc
+import os
 import pstats
 import statistics
 import sys
@@ -31,10 +35,13 @@ import time
 from _results import machine, sources_digest, update_block, write_json
 
 from workflows.context import engine
+from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
 from workflows.context.config import EngineConfig
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind, Projection, ToolClass
 from workflows.context.render import render_messages
+from workflows.context.render_cache import RequestRenderer
+from workflows.context.request_plan import plan_request_reference
 
 SIZES = [1_000, 10_000, 100_000]
 ASSISTANT_TOKENS = {Projection.FULL: 60, Projection.COMPACT: 60, Projection.REFERENCE: 40,
@@ -44,16 +51,19 @@ RESULT_TOKENS = {Projection.FULL: 400, Projection.COMPACT: 400, Projection.REFER
 TOOL_CLASSES = [ToolClass.READ, ToolClass.RUN, ToolClass.WRITE, ToolClass.ERROR]
 
 
-def working_set(n: int) -> tuple[list[Item], dict[str, ItemContent]]:
-    """``n`` lane items: system, task, then (assistant, tool result) pairs."""
-    items = [
-        Item(id="itm-0", seq=0, kind=Kind.SYSTEM, role="system", tokens={Projection.FULL: 200}, size_chars=800,
-             digest="system"),
-        Item(id="itm-1", seq=1, kind=Kind.USER, role="user", tokens={Projection.FULL: 300}, size_chars=1200,
-             digest="the task"),
-    ]
-    contents = {"itm-0": ItemContent(text="You are a careful engineer."), "itm-1": ItemContent(text="Fix the bug.")}
-    seq = 2
+def working_set(n: int, first_seq: int = 0) -> tuple[list[Item], dict[str, ItemContent]]:
+    """``n`` lane items: system, task, then (assistant, tool result) pairs (from ``first_seq``
+    > 0: pairs only, the continuation of a session)."""
+    items, contents = [], {}
+    if first_seq == 0:
+        items = [
+            Item(id="itm-0", seq=0, kind=Kind.SYSTEM, role="system", tokens={Projection.FULL: 200}, size_chars=800,
+                 digest="system"),
+            Item(id="itm-1", seq=1, kind=Kind.USER, role="user", tokens={Projection.FULL: 300}, size_chars=1200,
+                 digest="the task"),
+        ]
+        contents = {"itm-0": ItemContent(text="You are a careful engineer."), "itm-1": ItemContent(text="Fix the bug.")}
+    seq = max(first_seq, 2)
     while len(items) < n:
         call = f"call-{seq}"
         items.append(Item(id=f"itm-{seq}", seq=seq, kind=Kind.ASSISTANT, role="assistant", group=seq,
@@ -83,69 +93,121 @@ def fed_state(items: list[Item], budget: int) -> engine.ContextState:
     return state
 
 
-def step(state: engine.ContextState, contents: dict[str, ItemContent]) -> tuple[float, bool, int]:
-    """One timed model step: (seconds, compacted, entries in the request).
+class Session:
+    """One lane as a caller drives it: the state, the contents, and (incremental) its renderer."""
 
-    Garbage left by building the state is collected first, so that each run pays only for
-    its own allocations (collections during the step still count)."""
-    gc.collect()
-    start = time.perf_counter()
-    compacted = False
-    if engine.needs_compaction(state):
-        plan = engine.plan_fallback(state)
-        result = engine.apply_plan(state, plan)  # generated texts charged at their estimates
-        for created in result.created:
-            contents[created.item_id] = ItemContent(text=created.text)
-        compacted = True
-    request = engine.plan_request(state)
-    render_messages(request.pairs, state.items, contents, state.config.effective_preview_chars)
-    return time.perf_counter() - start, compacted, len(request.entries)
+    def __init__(self, state: engine.ContextState, contents: dict[str, ItemContent], incremental: bool) -> None:
+        self.state, self.contents, self.incremental = state, contents, incremental
+        self.renderer = RequestRenderer()
+
+    def step(self) -> tuple[float, bool, int, float]:
+        """One timed model step: (seconds, compacted, entries in the request, CPU seconds).
+
+        Garbage left by earlier work is collected first, so that each step pays only for its
+        own allocations (collections during the step still count)."""
+        state, contents = self.state, self.contents
+        gc.collect()
+        start, cpu = time.perf_counter(), time.process_time()
+        compacted = False
+        over = engine.needs_compaction(state) if self.incremental else scan_working_set_tokens(state) > max(
+            0, state.config.base_budget - scan_capability_tokens(state) - state.shared_tokens)
+        if over:
+            plan = engine.plan_fallback(state)
+            result = engine.apply_plan(state, plan)  # generated texts charged at their estimates
+            for created in result.created:
+                contents[created.item_id] = ItemContent(text=created.text)
+            compacted = True
+        if self.incremental:
+            request = engine.plan_request(state)
+            self.renderer.render(request.entries, state.items, contents, state.config.effective_preview_chars)
+        else:
+            request = plan_request_reference(state)
+            render_messages(request.pairs, state.items, contents, state.config.effective_preview_chars)
+        return time.perf_counter() - start, compacted, len(request.entries), time.process_time() - cpu
+
+    def warm(self) -> None:
+        """The previous step's request (untimed): what an incremental step builds on."""
+        if self.incremental:
+            request = engine.plan_request(self.state)
+            self.renderer.render(request.entries, self.state.items, self.contents,
+                                 self.state.config.effective_preview_chars)
 
 
-def python_calls(state: engine.ContextState, contents: dict[str, ItemContent]) -> int:
+def append_pair(state: engine.ContextState, contents: dict[str, ItemContent]) -> None:
+    """One more exchange (assistant turn and its tool result), as a step appends it."""
+    items, more = working_set(2, state.last_seq + 1)
+    for item in items:
+        engine.add_item(state, item)
+    contents.update(more)
+
+
+def summary(runs: list[float], cpu: list[float]) -> dict:
+    """Wall time (what the targets are about) and this process's CPU time (less sensitive to
+    other work on a shared machine)."""
+    ms, cpu_ms = [s * 1000 for s in runs], [s * 1000 for s in cpu]
+    return {"runs": len(ms), "ms_median": round(statistics.median(ms), 3), "ms_p99": round(percentile(ms, 99), 3),
+            "ms_max": round(max(ms), 3), "cpu_ms_median": round(statistics.median(cpu_ms), 3),
+            "cpu_ms_p99": round(percentile(cpu_ms, 99), 3)}
+
+
+def python_calls(session: Session) -> int:
     """Python function calls of one step (cProfile, untimed): an operation count that does
     not depend on the machine, so it shows the algorithm's growth on its own."""
     profile = cProfile.Profile()
     profile.enable()
-    step(state, contents)
+    session.step()
     profile.disable()
     return pstats.Stats(profile).total_calls  # type: ignore[attr-defined]  # set by Stats, not declared
 
 
-def measure_size(n: int, repeat: int) -> dict:
+def request_series(items, contents, budget: int, incremental: bool, steps: int) -> dict:
+    session = Session(fed_state(items, budget), dict(contents), incremental)
+    session.warm()
+    runs, cpu, entries = [], [], 0
+    for _ in range(steps):
+        append_pair(session.state, session.contents)
+        seconds, compacted, entries, cpu_seconds = session.step()
+        assert not compacted
+        runs.append(seconds)
+        cpu.append(cpu_seconds)
+    append_pair(session.state, session.contents)
+    calls = python_calls(session)
+    return {**summary(runs, cpu), "budget": budget, "entries": entries, "python_calls_per_item": round(calls / len(items), 2)}
+
+
+def compaction_series(items, contents, budget: int, incremental: bool, repeat: int) -> dict:
+    base = fed_state(items[:-2], budget)
+    runs, cpu, after, calls = [], [], 0, 0
+    for run in range(repeat + 1):  # the last run is profiled, not timed
+        session = Session(base.model_copy(deep=True), dict(contents), incremental)
+        session.warm()
+        for item in items[-2:]:
+            engine.add_item(session.state, item)
+        if run == repeat:
+            calls = python_calls(session)
+            break
+        seconds, compacted, after, cpu_seconds = session.step()
+        assert compacted
+        runs.append(seconds)
+        cpu.append(cpu_seconds)
+    return {**summary(runs, cpu), "budget": budget, "entries_after": after, "python_calls_per_item": round(calls / len(items), 2)}
+
+
+def measure_size(n: int, steps: int, repeat: int, reference_repeat: int) -> dict:
     items, contents = working_set(n)
     total = sum(i.tokens[Projection.FULL] for i in items)
-    roomy = fed_state(items, total * 2)
-    request_runs = []
-    entries = 0
-    for _ in range(repeat):
-        seconds, compacted, entries = step(roomy, contents)
-        assert not compacted
-        request_runs.append(seconds)
-    tight_budget = total // 2
-    base = fed_state(items, tight_budget)
-    compaction_runs = []
-    after = 0
-    for _ in range(repeat):
-        state = base.model_copy(deep=True)
-        seconds, compacted, after = step(state, dict(contents))
-        assert compacted
-        compaction_runs.append(seconds)
-    request_calls = python_calls(roomy, contents)
-    compaction_calls = python_calls(base.model_copy(deep=True), dict(contents))
-    request_ms = statistics.median(request_runs) * 1000
-    compaction_ms = statistics.median(compaction_runs) * 1000
-    return {
-        "items": n,
-        "working_set_tokens": total,
-        "request": {"budget": total * 2, "entries": entries, "ms_median": round(request_ms, 3),
-                    "us_per_item": round(request_ms * 1000 / n, 3), "python_calls_per_item": round(request_calls / n, 2),
-                    "runs_ms": [round(s * 1000, 3) for s in request_runs]},
-        "compaction": {"budget": tight_budget, "entries_after": after, "ms_median": round(compaction_ms, 3),
-                       "us_per_item": round(compaction_ms * 1000 / n, 3),
-                       "python_calls_per_item": round(compaction_calls / n, 2),
-                       "runs_ms": [round(s * 1000, 3) for s in compaction_runs]},
-    }
+    row: dict = {"items": n, "working_set_tokens": total}
+    row["request"] = request_series(items, contents, total * 2, True, steps)
+    row["request_reference"] = request_series(items, contents, total * 2, False, reference_repeat)
+    row["compaction"] = compaction_series(items, contents, total // 2, True, repeat)
+    row["compaction_reference"] = compaction_series(items, contents, total // 2, False, reference_repeat)
+    return row
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(1, int(-(-len(ordered) * pct // 100))) - 1]
 
 
 def readme_block(data: dict) -> str:
@@ -153,50 +215,76 @@ def readme_block(data: dict) -> str:
     lines = [
         "## Planning time vs working-set size",
         "",
-        "Driver `bench/plan_scaling.py`: synthetic items fed straight to the engine (costs preset, no tokeniser). "
-        "*request*: budget = 2× the working set, so nothing is compacted (needs_compaction + plan_request + "
-        "render_messages); *compaction*: budget = ½ the working set, so the deterministic fallback runs once "
-        "(plus apply_plan, then the request). Medians of "
-        f"{data['repeat']} runs.",
+        "Driver `bench/plan_scaling.py`: synthetic items fed straight to the engine (costs preset, no tokeniser), "
+        "one model step timed at a time. *request*: budget = 2× the working set, so nothing is compacted; the "
+        "step appends one exchange (untimed) then runs needs_compaction + plan_request + rendering, "
+        f"{data['steps']} consecutive steps. *compaction*: budget = ½ the working set; the step before it was "
+        "planned and rendered (untimed), the step appends one exchange, then the deterministic fallback runs "
+        f"(needs_compaction + plan_fallback + apply_plan + plan_request + rendering), {data['repeat']} runs on fresh "
+        f"copies ({max(3, data['repeat'] // 4)} at 100,000 items: each needs a deep copy). *incremental*: "
+        "`plan_request` (plan cache) and a `RequestRenderer` kept by the session; "
+        "*full*: the same step recomputed from scratch (`plan_request_reference`, the working-set sums by full "
+        f"scans, `render_messages`: the engine before issue 16), {data['reference_repeat']} runs. p99 = nearest "
+        "rank (of few runs: their maximum); CPU = this process's CPU time (time.process_time) of the same steps.",
         "",
-        "| items | request ms | µs/item | calls/item | compaction ms | µs/item | calls/item |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| items | request p50 ms | request p99 ms | CPU p50 / p99 ms | full: p50 / p99 ms | calls/item "
+        "| compaction p50 ms | compaction p99 ms | CPU p50 / p99 ms | full: p50 / p99 ms | calls/item |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        q, c = r["request"], r["compaction"]
-        lines.append(f"| {r['items']:,} | {q['ms_median']:.2f} | {q['us_per_item']:.2f} | {q['python_calls_per_item']:.1f} "
-                     f"| {c['ms_median']:.1f} | {c['us_per_item']:.2f} | {c['python_calls_per_item']:.1f} |")
-    growth = data["growth"]
-    lines += ["", f"Growth from {rows[0]['items']:,} to {rows[-1]['items']:,} items "
-                  f"({rows[-1]['items'] // rows[0]['items']}× the items): request ×{growth['request']:.1f}, "
-                  f"compaction ×{growth['compaction']:.1f} (linear = ×{rows[-1]['items'] // rows[0]['items']}). "
-                  "calls/item = Python function calls per item of one step (cProfile, untimed): a machine-"
-                  "independent operation count; constant calls/item means the work is linear in the items, "
-                  "and a rising µs/item at constant calls/item is the memory hierarchy, not the algorithm."]
+        q, qr, c, cr = r["request"], r["request_reference"], r["compaction"], r["compaction_reference"]
+        lines.append(f"| {r['items']:,} | {q['ms_median']:.2f} | {q['ms_p99']:.2f} | {q['cpu_ms_median']:.2f} / "
+                     f"{q['cpu_ms_p99']:.2f} | {qr['ms_median']:.1f} / {qr['ms_p99']:.1f} | "
+                     f"{q['python_calls_per_item']:.2f} | {c['ms_median']:.1f} | {c['ms_p99']:.1f} | "
+                     f"{c['cpu_ms_median']:.1f} / {c['cpu_ms_p99']:.1f} | {cr['ms_median']:.1f} / {cr['ms_p99']:.1f} | "
+                     f"{c['python_calls_per_item']:.1f} |")
+    targets = data["targets"]
+    lines += ["", "| target | measured | met |", "|---|---:|:---:|"]
+    lines += [f"| {t['target']} | {t['measured']:.2f} ms | {'yes' if t['met'] else '**no**'} |" for t in targets]
+    m = data["machine"]
+    lines += ["", "calls/item = Python function calls of one step per item held (cProfile, untimed): a machine-"
+                  "independent operation count; falling with the items means the step's work does not grow with "
+                  f"the working set. Run on {m['cpus']} CPUs shared with other work (load average "
+                  f"{m['load_average_1m']} at the start, {data['load_average_end']} at the end)."]
     return "\n".join(lines)
+
+
+TARGETS = [("request", 10_000, 5.0), ("compaction", 10_000, 50.0)]  # issue 16: p99 at 10,000 items
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=100, help="incremental request steps per size")
+    parser.add_argument("--repeat", type=int, default=20, help="incremental compaction runs per size")
+    parser.add_argument("--reference-repeat", type=int, default=5, help="runs of the full recomputation")
     args = parser.parse_args(argv)
+    load = machine()
     rows = []
     for n in args.sizes:
         started = time.perf_counter()
-        rows.append(measure_size(n, args.repeat))
+        repeat = args.repeat if n <= 10_000 else max(3, args.repeat // 4)  # a deep copy of 100k items is slow
+        rows.append(measure_size(n, args.steps, repeat, args.reference_repeat))
         r = rows[-1]
-        print(f"{n:>7,} items: request {r['request']['ms_median']:.2f} ms, compaction {r['compaction']['ms_median']:.1f} ms"
-              f" ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        print(f"{n:>7,} items: request p50 {r['request']['ms_median']:.2f} p99 {r['request']['ms_p99']:.2f} ms "
+              f"(full {r['request_reference']['ms_median']:.1f}), compaction p50 {r['compaction']['ms_median']:.1f} "
+              f"p99 {r['compaction']['ms_p99']:.1f} ms (full {r['compaction_reference']['ms_median']:.1f}) "
+              f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    targets = []
+    for series, n, limit in TARGETS:
+        row = next((r for r in rows if r["items"] == n), None)
+        if row is not None:
+            measured = row[series]["ms_p99"]
+            targets.append({"target": f"{series} p99 < {limit:g} ms at {n:,} items", "measured": measured,
+                            "met": measured < limit})
     data = {
         "sizes": rows,
+        "steps": args.steps,
         "repeat": args.repeat,
-        "growth": {
-            "items": rows[-1]["items"] / rows[0]["items"],
-            "request": round(rows[-1]["request"]["ms_median"] / rows[0]["request"]["ms_median"], 2),
-            "compaction": round(rows[-1]["compaction"]["ms_median"] / rows[0]["compaction"]["ms_median"], 2),
-        },
-        "machine": machine(),
+        "reference_repeat": args.reference_repeat,
+        "targets": targets,
+        "machine": load,
+        "load_average_end": round(os.getloadavg()[0], 2),
         "code": sources_digest(),
     }
     write_json("plan-scaling.json", data)

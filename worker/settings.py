@@ -25,6 +25,8 @@ Every process (worker, API, CLI, local stack) reads the same variables::
     LANES_PRICES                  (unset: no cost) model prices per million tokens, JSON or a JSON file's path:
                                   {"gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6},
                                    "claude-*": {...}, "*": {...}}
+    OTEL_TRACES_EXPORTER          (unset or none: no tracing) otlp, console, ...: OpenTelemetry traces of workflows and
+                                  activities (worker/tracing.py; the SDK reads the other OTEL_* variables)
 
 Settings are for processes, not for workflows: never pass a ``Settings`` object
 to a workflow or activity. (If one slips through, ``OPENAI_API_KEY`` is a
@@ -102,6 +104,10 @@ class Settings(BaseSettings):
     # every model call's provider-reported usage is costed with them (cost units).
     prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict,
                                                                validation_alias=_env("LANES_PRICES"))
+    # OpenTelemetry span exporters (the standard variable, comma-separated): empty or "none" is
+    # no tracing; otherwise worker/tracing.py traces workflows and activities (the `tracing` extra).
+    traces_exporter: Annotated[list[str], NoDecode] = Field(default_factory=list,
+                                                            validation_alias=_env("OTEL_TRACES_EXPORTER"))
 
     @field_validator("prices", mode="before")
     @classmethod
@@ -118,6 +124,12 @@ class Settings(BaseSettings):
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    @field_validator("traces_exporter", mode="before")
+    @classmethod
+    def _exporter_names(cls, value: Any) -> Any:
+        names = [part.strip().lower() for part in value.split(",")] if isinstance(value, str) else value
+        return [name for name in names if name and name != "none"] if isinstance(names, list) else names
 
     @field_validator("replay_roots", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -23,10 +24,14 @@ from activities.lanes import LaneInspector
 from activities.runtime import configure_runtime
 from activities.store import close_stores
 from activities.workspace import sandbox_status
+from worker import tracing
 from worker.settings import Settings, get_settings
 from workflows.activity_calls import ACTIVITIES
 from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger("lanes.worker")
 
@@ -46,11 +51,14 @@ class CannotConnect(Exception):
     """Temporal is not reachable: one line for the user, no traceback."""
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, *, tracer_provider: TracerProvider | None = None) -> Client:
+    """A client of the settings' Temporal; traced when tracing is on (OTEL_TRACES_EXPORTER) or
+    when given a tracer provider (tests), and so are the workers built on it."""
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
+        interceptors=tracing.interceptors(settings, tracer_provider),
     )
 
 
@@ -71,6 +79,7 @@ def build_worker(client: Client, settings: Settings, **options) -> Worker:
 
 async def run_worker(settings: Settings | None = None) -> None:
     settings = settings or get_settings()
+    tracing.configure(settings, "context-lanes-worker")  # before anything else: a missing extra is one line
     # Prometheus metrics (activities/metrics.py) on http://0.0.0.0:$LANES_METRICS_PORT/metrics, when set.
     if metrics_port := os.environ.get("LANES_METRICS_PORT", "").strip():
         from activities.metrics import start_metrics_server
@@ -102,6 +111,7 @@ async def run_worker(settings: Settings | None = None) -> None:
         print(f"worker ready pid={os.getpid()} queue={settings.task_queue}", flush=True)
         await stop.wait()
     await close_stores()
+    tracing.shutdown()
 
 
 def _exit_if_still_running_after(seconds: float) -> None:
@@ -124,6 +134,9 @@ def main() -> None:
     except CannotConnect as exc:
         print(f"lanes worker: {exc}", file=sys.stderr, flush=True)
         code = 1
+    except tracing.TracingUnavailable as exc:
+        print(f"lanes worker: {exc}", file=sys.stderr, flush=True)
+        code = 2
     except Exception:
         log.exception("worker failed")
         code = 1

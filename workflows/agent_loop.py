@@ -29,7 +29,8 @@ from workflows.context.items import Item, Kind
 from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.lane import Lane
 from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
-from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, SPAWN_TOOL
+from workflows.pinned_notes import pin_from_tool
+from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, PIN_NOTE_TOOL, SPAWN_TOOL
 from workflows.usage import record_usage
 
 
@@ -173,6 +174,8 @@ class AgentLoop:
             return await self._condense(lane, call.arguments)
         if call.name in EPISODE_TOOLS:
             return await self._episode(lane, call.name, call.arguments)
+        if call.name == PIN_NOTE_TOOL:
+            return await pin_from_tool(lane, call.arguments, lane.state.current_task or "")
         return None
 
     async def _condense(self, lane: Lane, arguments: str | None) -> tuple[str, int]:

@@ -41,12 +41,14 @@ class ReplaySpec(BaseModel):
 
 class CompactionSettings(BaseModel):
     """``compaction.enabled``: try one bounded LLM condensation at 80 % pressure before
-    the deterministic fallback. Off, the fallback runs only over the budget."""
+    the deterministic fallback. Off, the fallback runs only over the budget. False here
+    (sessions started before it was on by default decode as they ran); the API turns it
+    on for new sessions that are not replays (worker/api/session_config.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
-    condenser_model: str | None = None  # None: the worker's LANES_CONDENSER_MODEL
+    condenser_model: str | None = None  # None: the worker's LANES_CONDENSER_MODEL (the API sets the session's)
     condenser_base_url: str | None = None  # None: the worker's OPENAI_BASE_URL
     condenser_window: int = Field(128_000, gt=0)
     timeout_seconds: float = Field(120.0, gt=0)
@@ -84,6 +86,10 @@ class SessionConfig(BaseModel):
     mode: SessionMode | None = "hosted"
     model: str = "gpt-4o-mini"
     context_window: int = 128_000
+    # The model was resolved (a known family, or its window given): capability context is
+    # admitted against its usable input; False: the engine's fixed 8,000 fallback ceiling.
+    # True for sessions started before it was decided (as the engine assumed then).
+    model_known: bool = True
     max_output_tokens: int = 4_096
     budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
     max_turns_per_task: int = 400
@@ -137,9 +143,12 @@ class SessionInput(BaseModel):
 
 class SubmitRequest(BaseModel):
     """A user message. ``text`` is checked by the update validator, not by decoding,
-    so that bad input is rejected with a clear error instead of failing a workflow task."""
+    so that bad input is rejected with a clear error instead of failing a workflow task.
+    ``exhaustive``: the task may not end while an observation it must traverse (its
+    oversized input) has unread ranges; the model's final answer is refused until then."""
 
     text: Any = None
+    exhaustive: bool = False
 
 
 def submit_text_problem(value: object) -> str | None:
@@ -182,6 +191,74 @@ class SessionStatus(BaseModel):
     # Provider-reported usage of the session's model calls (agent and condenser), its cost
     # units and the calibrated token ratio of each model (workflows/context/usage.py).
     usage: UsageTotals = Field(default_factory=UsageTotals)
+
+
+# --- capability context and pinned notes (either mode) -----------------------------------
+
+CAPABILITY_KINDS = ("tool_schema", "skill", "manual_skill")  # manual_skill: a slash-skill the user asked for
+CAPABILITY_SCOPES = ("step", "task")
+MAX_CAPABILITY_CHARS = 200_000
+MAX_NOTE_CHARS = 20_000
+CapabilityStatus = Literal["admitted", "refused", "skipped"]
+
+
+class CapabilityRequest(BaseModel):
+    """A tool schema or skill body for the current (or next) task; checked by the validator."""
+
+    name: str = ""
+    kind: str = "skill"
+    scope: str = "task"  # a manual skill is always task-scoped
+    text: Any = None
+
+
+def capability_problem(request: CapabilityRequest) -> str | None:
+    if request.kind not in CAPABILITY_KINDS:
+        return f"kind must be one of {list(CAPABILITY_KINDS)}, got {request.kind!r}"
+    if request.scope not in CAPABILITY_SCOPES:
+        return f"scope must be one of {list(CAPABILITY_SCOPES)}, got {request.scope!r}"
+    if not request.name.strip() or len(request.name) > 120:
+        return "name must be 1-120 characters"
+    if not isinstance(request.text, str) or not request.text.strip():
+        return "content must be non-empty text"
+    if len(request.text) > MAX_CAPABILITY_CHARS:
+        return f"content has {len(request.text)} characters; the limit is {MAX_CAPABILITY_CHARS}"
+    return None
+
+
+class CapabilityResult(BaseModel):
+    """Admission of a capability: admitted, refused (it does not fit: need, margin and
+    ceiling in the message) or, for a manual skill that does not fit, skipped."""
+
+    status: CapabilityStatus
+    item_id: str | None = None  # the capability item, when admitted
+    scope: str
+    need: int
+    margin: int
+    ceiling: int
+    available: int
+    message: str
+
+
+class PinRequest(BaseModel):
+    text: Any = None
+
+
+def note_problem(value: object) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return "note must be non-empty text"
+    if len(value) > MAX_NOTE_CHARS:
+        return f"note has {len(value)} characters; the limit is {MAX_NOTE_CHARS}"
+    return None
+
+
+class PinResult(BaseModel):
+    status: Literal["pinned", "refused"]
+    item_id: str | None = None
+    need: int
+    pinned: int
+    allowance: int
+    budget: int
+    message: str
 
 
 # --- external-agent mode -----------------------------------------------------------------

@@ -18,7 +18,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.sessions import LoadCheckpointInput, SaveCheckpointInput, SessionStartInput
     from workflows import activity_calls as calls
-    from workflows import rejections
+    from workflows import exhaustive, rejections
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop, LoopSettings
     from workflows.context import engine, ids
@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.lane_payloads import HandoffRef
     from workflows.lane_state import LaneState
     from workflows.session_checkpoint import KEPT_TASK_STATUSES, PendingTaskRecord, RunningTask, SessionCheckpoint
+    from workflows.session_handlers import ContextHandlers
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
     from workflows.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
     from workflows.usage import UsagePolicy, usage_policy
@@ -80,7 +81,7 @@ def session_tools(config: SessionConfig) -> list[str]:
 
 
 @workflow.defn(name="SessionWorkflow")
-class SessionWorkflow:
+class SessionWorkflow(ContextHandlers):
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.config = inp.config
@@ -115,7 +116,7 @@ class SessionWorkflow:
     async def submit(self, request: SubmitRequest) -> SubmitResult:
         self.updates_this_run += 1
         task_id = self._new_task_id()
-        self.pending.append(PendingTaskRecord(task_id=task_id, text=request.text))
+        self.pending.append(PendingTaskRecord(task_id=task_id, text=request.text, exhaustive=request.exhaustive))
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="queued")
         if task_log.events_on():  # logged before the task can start (the lane exists once the session started)
             await task_log.log(self.lane or await self._ready_lane(), task_log.QUEUED, self.tasks[task_id])
@@ -284,6 +285,7 @@ class SessionWorkflow:
         await lane.compact_if_needed(self.config.compaction)
         await lane.assemble()
         _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
+        engine.end_step(lane.state)  # one request is one model step: step-scoped capabilities leave
         return PreparedRequest(
             # the API writes it with the request (no extra activity per step), keyed by the seq
             # the agent's answer will take
@@ -365,7 +367,7 @@ class SessionWorkflow:
             await workflow.wait_condition(lambda: bool(self.pending) or self.closed or self._should_continue())
             if self.pending:
                 task = self.pending.pop(0)
-                await self._run_task(task.task_id, task.text)
+                await self._run_task(task.task_id, task.text, task.exhaustive)
             elif self.closed:
                 self._close_external_task()
                 break
@@ -467,6 +469,7 @@ class SessionWorkflow:
             tool_definition_tokens=started.tool_definition_tokens,
             budget_override=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled,
+            model_known=cfg.model_known,
             recall=cfg.recall,
             generated_role=cfg.generated_role,
             **self.engine_options,
@@ -564,7 +567,7 @@ class SessionWorkflow:
 
     # --- one hosted task: the agent loop -----------------------------------------------
 
-    async def _run_task(self, task_id: str, text: str | None, start_turn: int = 0) -> None:
+    async def _run_task(self, task_id: str, text: str | None, exhaustive_task: bool = False, start_turn: int = 0) -> None:
         """The agent loop of one task; ``text`` is None when resuming after continue-as-new."""
         lane = self._lane()
         status = self.tasks[task_id]
@@ -573,7 +576,7 @@ class SessionWorkflow:
         if text is not None:
             async with lane.lock:
                 await self._recover(lane)
-                engine.begin_task(lane.state, task_id)
+                engine.begin_task(lane.state, task_id, exhaustive_task)
                 await lane.add_text(text, kind=Kind.USER, role="user", task_id=task_id)
                 if events:
                     await task_log.log(lane, task_log.STARTED, status)
@@ -584,7 +587,8 @@ class SessionWorkflow:
                 self.turns_this_run += 1
                 async with lane.lock:
                     outcome = await self.loop.step(lane, task_id, turn)
-                if outcome.done:
+                    done = outcome.done and not await exhaustive.refuse_incomplete_end(lane, task_id, turn)
+                if done:
                     status.state, status.answer_item_id = "completed", outcome.answer.id
                     break
                 if self._should_continue():
@@ -600,7 +604,7 @@ class SessionWorkflow:
                 raise
             status.state, status.error, status.error_type = "failed", str(error), error.type
         async with lane.lock:
-            ended = engine.end_task(lane.state, task_id)
+            ended = engine.end_task(lane.state, task_id, abandoned=status.state != "completed")
             if ended.abandoned_episodes and workflow.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_abandoned_episodes(ended.abandoned_episodes, "the task ended")
             if events:

@@ -20,6 +20,7 @@ KEPT_TASK_STATUSES = 200  # older finished task statuses are dropped from state
 class PendingTaskRecord(BaseModel):
     task_id: str
     text: str
+    exhaustive: bool = False
 
 
 class RunningTask(BaseModel):

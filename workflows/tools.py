@@ -17,13 +17,16 @@ SPAWN_TOOL = "spawn_subagent"
 BEGIN_EPISODE_TOOL = "begin_episode"
 END_EPISODE_TOOL = "end_episode"
 EPISODE_TOOLS = (BEGIN_EPISODE_TOOL, END_EPISODE_TOOL)
+PIN_NOTE_TOOL = "pin_note"
+# The context-management tools a session may offer on top of its mode's (the API's context_tools).
+CONTEXT_TOOLS = (BEGIN_EPISODE_TOOL, END_EPISODE_TOOL, CONDENSE_TOOL, PIN_NOTE_TOOL)
 
 # A session's default tools, by mode: a replay answers with recorded shell output.
 REPLAY_TOOLS = (BASH_TOOL, RECALL_TOOL)
 WORKSPACE_TOOLS = (READ_FILE_TOOL, WRITE_FILE_TOOL, LIST_FILES_TOOL, BASH_TOOL, RECALL_TOOL, CONDENSE_TOOL)
 # Tools the workflow runs itself, deterministically: their arguments travel in the model
 # activity's result (bounded by ids.MAX_WORKFLOW_TOOL_ARGUMENTS).
-WORKFLOW_TOOLS = frozenset({CONDENSE_TOOL, SPAWN_TOOL, *EPISODE_TOOLS})
+WORKFLOW_TOOLS = frozenset({CONDENSE_TOOL, SPAWN_TOOL, PIN_NOTE_TOOL, *EPISODE_TOOLS})
 
 
 def _function(name: str, description: str, properties: dict, required: list[str] | None = None) -> dict:
@@ -91,6 +94,13 @@ TOOL_SPECS: dict[str, dict] = {spec["function"]["name"]: spec for spec in (
     ),
     _function(END_EPISODE_TOOL, "Mark the end of an episode; an exploration needs a concise conclusion.",
               {"episode_id": {"type": "string"}, "conclusion": {"type": "string"}}, ["episode_id"]),
+    _function(
+        PIN_NOTE_TOOL,
+        "Pin a short note (a decision, a constraint, a fact to keep) so it stays in your context for the rest "
+        "of the session. Refused, with the figures, when pinned content would exceed its share of the budget.",
+        {"text": {"type": "string"}},
+        ["text"],
+    ),
 )}
 
 

@@ -112,6 +112,8 @@ class _Calls:
     cancel_session = _Endpoint(api.cancel_session)
     send_message = _Endpoint(api.send_message)
     get_task = _Endpoint(api.get_task)
+    add_capability = _Endpoint(api.add_capability)
+    pin_note = _Endpoint(api.pin_note)
     append_items = _Endpoint(api.append_items)
     next_request = _Endpoint(api.next_request)
     step = _Endpoint(api.step)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 from lanes_client.schemas import (
     AppendItemsOut,
     CancelResult,
+    CapabilityOut,
     CondenseOut,
     EpisodeAck,
     EpisodeList,
@@ -32,6 +33,7 @@ from lanes_client.schemas import (
     LedgerPage,
     LedgerState,
     MessageAccepted,
+    NoteOut,
     ObservationOut,
     PreparedRequestOut,
     Readiness,
@@ -105,8 +107,8 @@ def new_key() -> str:
 
 
 def create_session(*, mode: str = "hosted", **config: Any) -> Call[SessionCreated]:
-    """``config``: model, context_window, max_output_tokens, budget_tokens, tools, system_prompt,
-    max_turns_per_task, compaction, subagents (and replay on development servers)."""
+    """``config``: model, context_window, max_output_tokens, budget_tokens, tools, context_tools,
+    system_prompt, max_turns_per_task, compaction, subagents (and replay on development servers)."""
     body = {"mode": mode, **{k: v for k, v in config.items() if v is not None}}
     return Call("POST", "/v1/sessions", _model(SessionCreated), json=body, safe=False)
 
@@ -141,16 +143,34 @@ def cancel_session(session_id: str, *, terminate: bool = False, reason: str | No
 
 
 def send_message(session_id: str, text: str, *, wait: float | None = None,
-                 max_chars: int | None = None) -> Call[MessageAccepted]:
+                 max_chars: int | None = None, exhaustive: bool = False) -> Call[MessageAccepted]:
     """``wait``: wait up to this many seconds (at most 60) for the task to finish; ``task`` of
-    the answer then holds its state and, once completed, its answer."""
-    return Call("POST", session_path(session_id, "messages"), _model(MessageAccepted), json={"text": text},
+    the answer then holds its state and, once completed, its answer. ``exhaustive``: the task
+    may not end before its oversized input was read in full."""
+    body: dict[str, Any] = {"text": text, "exhaustive": True} if exhaustive else {"text": text}
+    return Call("POST", session_path(session_id, "messages"), _model(MessageAccepted), json=body,
                 params={"wait": wait, "max_chars": max_chars}, safe=False)
 
 
 def get_task(session_id: str, task_id: str, *, max_chars: int | None = None) -> Call[TaskOut]:
     """A task: its state, the cause when it failed, and its answer (item id and text) once completed."""
     return Call("GET", session_path(session_id, "tasks", task_id), _model(TaskOut), params={"max_chars": max_chars})
+
+
+# --- capability context and pinned notes --------------------------------------------------
+
+
+def add_capability(session_id: str, name: str, content: str, *, kind: str = "skill",
+                   scope: str = "task") -> Call[CapabilityOut]:
+    """Admit a tool schema or skill body (``kind`` tool_schema, skill or manual_skill; ``scope``
+    step or task): ``status`` admitted, refused or skipped, with need, margin and ceiling."""
+    body = {"name": name, "content": content, "kind": kind, "scope": scope}
+    return Call("POST", session_path(session_id, "capabilities"), _model(CapabilityOut), json=body, safe=False)
+
+
+def pin_note(session_id: str, text: str) -> Call[NoteOut]:
+    """Pin a note for the rest of the session: ``status`` pinned, or refused with the figures."""
+    return Call("POST", session_path(session_id, "notes"), _model(NoteOut), json={"text": text}, safe=False)
 
 
 # --- external-agent mode ------------------------------------------------------------------

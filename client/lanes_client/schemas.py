@@ -28,6 +28,11 @@ MAX_ITEM_CHARS = 1_000_000  # one appended item; the request body limit applies 
 MAX_PROMPT_CHARS = 100_000
 
 ToolsMode = Literal["workspace", "recall", "none"]
+# Context-management tools a session can offer its model on top of its tools mode.
+ContextTool = Literal["begin_episode", "end_episode", "condense_context", "pin_note"]
+CapabilityKind = Literal["tool_schema", "skill", "manual_skill"]
+MAX_CAPABILITY_CHARS = 200_000
+MAX_NOTE_CHARS = 20_000
 
 
 class Strict(BaseModel):
@@ -50,9 +55,10 @@ class ReplayIn(Strict):
 class CompactionIn(Strict):
     """LLM condensation before the deterministic fallback (the worker's condenser endpoint)."""
 
-    enabled: bool = False
+    enabled: bool | None = Field(None, description="default: on for hosted sessions that are not replays")
     condenser_model: str | None = Field(None, min_length=1, max_length=200,
-                                        description="default: the worker's LANES_CONDENSER_MODEL")
+                                        description="default: the worker's LANES_CONDENSER_MODEL when set, else "
+                                                    "the session's model")
 
 
 class SubagentsIn(Strict):
@@ -97,6 +103,9 @@ class SessionCreate(Strict):
     budget_tokens: int | None = Field(None, ge=256, le=10_000_000,
                                       description="working-set budget (default: the usable input window)")
     tools: ToolsMode | None = Field(None, description="tools mode: workspace tools, recall only, or none")
+    context_tools: list[ContextTool] | None = Field(
+        None, max_length=4, description="context-management tools offered on top of the tools mode: the episode "
+        "markers begin_episode/end_episode, condense_context and pin_note (run by the session itself)")
     system_prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS,
                                       description="hosted default: a coding-agent prompt; external: none")
     tool_definitions: list[FunctionToolIn] | None = Field(
@@ -177,6 +186,8 @@ class CancelResult(BaseModel):
 
 class MessageIn(Strict):
     text: str = Field(min_length=1, max_length=MAX_SUBMIT_CHARS)
+    exhaustive: bool = Field(False, description="the task may not end while its oversized input has unread ranges: "
+                                                "the model's final answer is refused until it read them all")
 
 
 MAX_MESSAGE_WAIT_SECONDS = 60.0  # POST /messages?wait= (below the client's default timeout)
@@ -208,6 +219,53 @@ class MessageAccepted(BaseModel):
     task_id: str
     # With ?wait=: the task when the wait ended (finished: HTTP 200; still queued or running: 202).
     task: TaskOut | None = None
+
+
+# --- capability context and pinned notes (either mode) -----------------------------------
+
+
+class CapabilityIn(Strict):
+    """A tool schema or skill body for the current task (or the next, between tasks)."""
+
+    name: str = Field(min_length=1, max_length=120, pattern=r"^[\x21-\x7e][\x20-\x7e]*$")
+    kind: CapabilityKind = Field("skill", description="tool_schema, skill, or manual_skill (a slash-skill the user "
+                                                      "asked for: skipped with a status message when it does not fit)")
+    scope: Literal["step", "task"] = Field("task", description="step: cleared after one model step; task: when the "
+                                                              "task ends (a manual skill is always task-scoped)")
+    content: str = Field(min_length=1, max_length=MAX_CAPABILITY_CHARS)
+
+
+class CapabilityOut(BaseModel):
+    """The admission: admitted, refused or (a manual skill) skipped, with the estimated need,
+    the safety margin, the ceiling and what was available; nothing is stored unless admitted."""
+
+    session_id: str
+    name: str
+    status: Literal["admitted", "refused", "skipped"]
+    item_id: str | None = None
+    scope: str
+    need: int
+    margin: int
+    ceiling: int
+    available: int
+    message: str
+
+
+class NoteIn(Strict):
+    text: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+
+
+class NoteOut(BaseModel):
+    """A pinned note, or why it was refused (pinned content would exceed its budget share)."""
+
+    session_id: str
+    status: Literal["pinned", "refused"]
+    item_id: str | None = None
+    need: int
+    pinned: int
+    allowance: int
+    budget: int
+    message: str
 
 
 # --- external-agent mode -----------------------------------------------------------------

@@ -9,8 +9,6 @@ not only the 404 of an unknown id.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -30,7 +28,6 @@ from lanes_client import tool_result_item, user_item
 from tests.api.stack import replay_body
 
 EXAMPLES = {GenerationMode.POSITIVE: 12, GenerationMode.NEGATIVE: 8}
-TIME_LIMIT = 55.0  # seconds for the whole fuzz run
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
@@ -88,14 +85,11 @@ def fuzz(operation, mode: GenerationMode, examples: int, auth: dict[str, str], t
 def test_openapi_fuzz_finds_no_server_error_and_no_schema_violation(api_stack, targets):
     schema = schemathesis.openapi.from_url(f"{api_stack.base_url}/openapi.json")
     auth = {"Authorization": f"Bearer {api_stack.token_a}"}
-    started = time.monotonic()
     failures: list[str] = []
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 17
     for operation in operations:
-        for mode, examples in EXAMPLES.items():
-            if time.monotonic() - started > TIME_LIMIT:
-                pytest.fail(f"fuzzing took longer than {TIME_LIMIT:.0f} s (stopped before {operation.label})")
+        for mode, examples in EXAMPLES.items():  # bounded by examples, not by time (no timed assertion)
             try:
                 fuzz(operation, mode, examples, auth, targets)()
             except Unsatisfiable:  # nothing to negate (an operation without parameters or body)

@@ -94,3 +94,17 @@ def test_literals_and_limits_match():
         assert set(get_args(server)) == set(get_args(client))
     assert schemas.MessageIn.model_json_schema()["properties"]["text"]["maxLength"] == ids.MAX_SUBMIT_CHARS
     assert [name for name, _ in memory.SECTIONS] == list(shapes.MemoryDoc.model_fields)
+
+
+def test_capability_and_note_bodies_match_the_contract():
+    from workflows.tools import CONTEXT_TOOLS
+
+    assert set(get_args(schemas.CapabilityKind)) == set(contract.CAPABILITY_KINDS)
+    assert set(get_args(schemas.ContextTool)) == set(CONTEXT_TOOLS)
+    assert schemas.MAX_CAPABILITY_CHARS == contract.MAX_CAPABILITY_CHARS
+    assert schemas.MAX_NOTE_CHARS == contract.MAX_NOTE_CHARS
+    assert set(get_args(schemas.CapabilityOut.model_fields["status"].annotation)) == set(
+        get_args(contract.CapabilityStatus))
+    server = set(contract.CapabilityResult.model_fields) | {"session_id", "name"}
+    assert set(schemas.CapabilityOut.model_fields) == server
+    assert set(schemas.NoteOut.model_fields) == set(contract.PinResult.model_fields) | {"session_id"}

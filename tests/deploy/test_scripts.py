@@ -171,6 +171,10 @@ def _lock() -> dict[str, str]:
     return pins
 
 
+# extras the image carries (deploy/lock.py's IMAGE_EXTRAS): tracing is switched on by the environment
+IMAGE_EXTRAS = ("tracing",)
+
+
 def test_lock_pins_every_runtime_dependency_within_its_range():
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
@@ -180,7 +184,8 @@ def test_lock_pins_every_runtime_dependency_within_its_range():
     client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
     local = canonicalize_name(client["name"])  # built from client/ into the image, not pinned
     assert local not in pins
-    for dep in project["dependencies"] + client["dependencies"]:
+    image_extras = [d for extra in IMAGE_EXTRAS for d in project["optional-dependencies"][extra]]
+    for dep in project["dependencies"] + client["dependencies"] + image_extras:
         req = Requirement(dep)
         name = canonicalize_name(req.name)
         if name == local:
@@ -189,7 +194,7 @@ def test_lock_pins_every_runtime_dependency_within_its_range():
         assert req.specifier.contains(pins[name], prereleases=True), f"{name}=={pins[name]} outside {req.specifier}"
     extras_only = {canonicalize_name(Requirement(d).name) for deps in project.get("optional-dependencies", {}).values()
                    for d in deps}
-    runtime = {canonicalize_name(Requirement(d).name) for d in project["dependencies"]}
+    runtime = {canonicalize_name(Requirement(d).name) for d in project["dependencies"] + image_extras}
     assert not (extras_only - runtime) & set(pins), "test/local extras do not belong in the image"
 
 
@@ -198,6 +203,7 @@ def test_lock_is_generated_by_lock_py():
     assert "deploy/lock.py" in text.splitlines()[1] + text.splitlines()[2]
     source = (DEPLOY / "lock.py").read_text()
     assert "--check" in source
+    assert "IMAGE_EXTRAS = (\"tracing\",)" in source, "keep IMAGE_EXTRAS equal to deploy/lock.py's"
 
 
 @pytest.mark.skipif(os.environ.get("LANES_CHECK_LOCK") != "1",

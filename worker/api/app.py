@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -31,12 +31,15 @@ from temporalio.client import Client
 
 from activities.store import Store, StoreError
 from lanes_client.schemas import Health, Readiness
-from worker.api import external_routes, ledger_routes, subagent_routes
+from worker.api import context_routes, external_routes, ledger_routes, subagent_routes
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import router
 from worker.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 log = logging.getLogger("lanes.api")
 
@@ -160,13 +163,14 @@ def _validation_details(exc: RequestValidationError) -> tuple[str, list[dict[str
 
 def create_app(settings: Settings | None = None, *, client: Client | None = None, store: Store | None = None,
                tokens: Mapping[str, str] | None = None, allow_replay: bool | None = None,
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+               max_body_bytes: int = MAX_BODY_BYTES, tracer_provider: TracerProvider | None = None) -> FastAPI:
     """The API application.
 
     ``tokens`` maps token -> tenant (default: ``LANES_API_TOKENS``); ``client`` and
     ``store`` are used when given (else connected on first use from ``settings``);
     ``allow_replay`` lets POST /v1/sessions start replay sessions (development and tests;
-    default: ``LANES_API_ALLOW_REPLAY=1``).
+    default: ``LANES_API_ALLOW_REPLAY=1``). ``tracer_provider``: where FastAPI's request spans
+    go (tests; default: the process's global one, see worker/tracing.py).
     """
     settings = settings or get_settings()
     auth = Authenticator(tokens if tokens is not None else tokens_from_env())
@@ -187,6 +191,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
         lifespan=lifespan,
         docs_url="/docs",
         redoc_url=None,
+        telemetry={"tracer_provider": tracer_provider} if tracer_provider is not None else None,
     )
     app.state.settings = settings
     app.state.auth = auth
@@ -237,6 +242,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     app.include_router(subagent_routes.router)
     app.include_router(external_routes.router)
     app.include_router(ledger_routes.router)
+    app.include_router(context_routes.router)
 
     if STATIC_DIR.is_dir():
         @app.get("/ui", include_in_schema=False)

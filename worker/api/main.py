@@ -65,11 +65,14 @@ def serve(host: str | None = None, port: int | None = None, log_level: str | Non
     log_level = (log_level or os.environ.get("LANES_LOG_LEVEL", "info")).lower()
     logging.basicConfig(level=log_level.upper())
 
+    from worker import tracing
     from worker.api.app import create_app
 
     try:
         tokens = tokens_from_env()
-    except TokenConfigError as exc:
+        # FastAPI's request spans and the Temporal client's go to this provider: one trace per call
+        tracing.configure(settings, "context-lanes-api")
+    except (TokenConfigError, tracing.TracingUnavailable) as exc:
         print(f"lanes api: {exc}", file=sys.stderr)
         return 2
     if not tokens:
@@ -81,7 +84,10 @@ def serve(host: str | None = None, port: int | None = None, log_level: str | Non
                             timeout_graceful_shutdown=5, proxy_headers=False)
     server = _Server(config)
     print(f"lanes api: http://{host}:{port} (inspector /ui, OpenAPI /openapi.json)", file=sys.stderr, flush=True)
-    asyncio.run(server.serve())
+    try:
+        asyncio.run(server.serve())
+    finally:
+        tracing.shutdown()
     return 0 if server.started else 1
 
 

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
-from pydantic import ValidationError
 
 from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, StoreError
 from lanes_client.schemas import (
@@ -39,23 +38,22 @@ from lanes_client.schemas import (
     WorkflowInfo,
 )
 from lanes_client.shapes import SessionStatus as WireSessionStatus
-from worker.api.agent_world import agent_definitions, recall_style, tool_set_id
+from worker.api.agent_world import agent_definitions
 from worker.api.answers import find_task, session_status, task_out, wait_for_task
 from worker.api.auth import bearer_scheme
 from worker.api.backend import QUERY_TIMEOUT, Backend, SessionRow
 from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found, store_unavailable
-from worker.api.replays import check_replay
+from worker.api.session_config import catalog_tools, session_config
+from worker.api.session_config import row_config as config_of_row
 from worker.sessions import new_session_id, start_session
 from workflows.context.observations import observation_address
 from workflows.context.report import ContextReport
 from workflows.contract import (
-    ReplaySpec,
-    SessionConfig,
     SessionStatus,
     SubmitRequest,
     SubmitResult,
 )
-from workflows.session import SessionWorkflow, session_tools
+from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.api")
 
@@ -115,99 +113,15 @@ Owned = Annotated[SessionRow, Depends(owned)]
 # --- sessions ----------------------------------------------------------------------------
 
 
-# The tools mode of POST /sessions -> SessionConfig.tools ("workspace": the mode's default).
-TOOLS_OF_MODE: dict[str, list[str]] = {"recall": ["recall_observation"], "none": []}
-
-
-def _session_config(body: SessionCreate, session_id: str, tenant: str, request: Request,
-                    definitions: list[dict[str, Any]]) -> SessionConfig:
-    settings = request.app.state.settings
-    values: dict[str, Any] = {
-        "session_id": session_id,
-        "tenant": tenant,
-        "mode": body.mode,
-        "model": body.model or settings.model,
-        "context_window": body.context_window or settings.context_window,
-        "max_output_tokens": body.max_output_tokens or settings.max_output_tokens,
-        "budget_tokens": body.budget_tokens,
-    }
-    if body.system_prompt is not None:
-        values["system_prompt"] = body.system_prompt
-    if body.max_turns_per_task is not None:
-        values["max_turns_per_task"] = body.max_turns_per_task
-    if body.give_up_seconds is not None:
-        values["give_up_seconds"] = body.give_up_seconds
-    if body.updates_per_run is not None:
-        values["updates_per_run"] = body.updates_per_run
-    if body.tools is not None and body.tools != "workspace":
-        values["tools"] = TOOLS_OF_MODE[body.tools]
-    elif body.mode == "external" and body.tools is None:
-        values["tools"] = []  # the agent runs its own tools: none of ours unless asked for
-    if body.mode == "external" and body.system_prompt is None:
-        values["system_prompt"] = None  # the agent's prompt, or none: never ours
-    catalog = session_tools(SessionConfig(session_id=session_id, tools=values.get("tools"), mode=body.mode))
-    values["recall"] = recall_style(body, catalog + [d["function"]["name"] for d in definitions])
-    if definitions:
-        values["tool_set"] = tool_set_id(definitions)
-    if body.generated_role is not None:
-        values["generated_role"] = body.generated_role
-    if body.subagents is not None:
-        values["subagents"] = body.subagents.model_dump(exclude_none=True)
-    if body.compaction is not None:
-        values["compaction"] = body.compaction.model_dump(exclude_none=True)
-    if body.prices is not None:
-        values["prices"] = {model: price.model_dump() for model, price in body.prices.items()}
-    if body.replay is not None:
-        if not request.app.state.allow_replay:
-            raise ApiError(400, "replay_disabled", "replay sessions are disabled on this server "
-                                                   "(a development setting: LANES_API_ALLOW_REPLAY=1)")
-        if body.mode != "hosted":
-            raise ApiError(400, "rejected", "a replay drives the hosted agent loop: use mode 'hosted'")
-        check_replay(body.replay, settings)
-        values["replay"] = ReplaySpec(**body.replay.model_dump())
-    elif body.mode == "hosted" and settings.model_endpoint() is None:
-        raise ApiError(400, "model_not_configured", "hosted sessions call a model, and none is configured: set "
-                       "OPENAI_BASE_URL (an OpenAI-compatible endpoint) and/or OPENAI_API_KEY for the API and "
-                       "the workers, or create an external session (mode 'external')")
-    try:
-        return SessionConfig(**values)
-    except ValidationError as exc:  # the schema above should have caught it; say what, never 500
-        raise ApiError(422, "invalid", f"session configuration rejected: {exc.errors()[0]['msg']}") from None
-
-
-def _row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
-    """What the sessions table keeps about the session (small; never the whole prompt)."""
-    return {
-        "mode": body.mode,
-        "model": config.model,
-        "context_window": config.context_window,
-        "max_output_tokens": config.max_output_tokens,
-        "budget_tokens": config.budget_tokens,
-        "tools": body.tools or ("workspace" if body.mode == "hosted" else "none"),
-        "tool_definitions": len(body.tool_definitions or []),
-        "recall": config.recall,
-        "generated_role": config.generated_role,
-        "max_turns_per_task": config.max_turns_per_task,
-        "give_up_seconds": config.give_up_seconds,
-        "llm_compaction": bool(body.compaction and body.compaction.enabled),
-        "subagents": config.subagents.enabled,
-        "replay": config.replay is not None,
-        "system_prompt_preview": (config.system_prompt or "")[:200],
-        "system_prompt_chars": len(config.system_prompt or ""),
-        "created_by": "api",
-    }
-
-
 @router.post("/sessions", status_code=201, response_model=SessionCreated, tags=["sessions"],
              summary="Create a session (hosted or external-agent mode)")
 async def create_session(request: Request, response: Response, tenant: Tenant, be: Be,
                          body: Annotated[SessionCreate | None, Body()] = None) -> SessionCreated:
     body = body or SessionCreate()
     session_id = new_session_id("ses")
-    catalog = TOOLS_OF_MODE.get(body.tools or "", [])
-    definitions = agent_definitions(body, catalog)
-    config = _session_config(body, session_id, tenant, request, definitions)
-    row_config = _row_config(body, config)
+    definitions = agent_definitions(body, catalog_tools(body))
+    config = session_config(body, session_id, tenant, request, definitions)
+    row_config = config_of_row(body, config)
     client = await be.client()  # reachable before anything is written
     created = await be.create_session_row(session_id, tenant, row_config)
     if config.tool_set is not None:  # stored before the session starts: it measures them
@@ -294,7 +208,7 @@ async def send_message(
 ) -> MessageAccepted:
     result: SubmitResult = await be.temporal(
         row.session_id, "accept the message",
-        lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text)))
+        lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text, exhaustive=body.exhaustive)))
     accepted = MessageAccepted(session_id=row.session_id, task_id=result.task_id)
     if wait is not None:
         task = await wait_for_task(be, row.session_id, result.task_id, wait)

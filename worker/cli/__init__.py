@@ -26,6 +26,8 @@ COMMANDS = {
     "events": ("worker.cli.inspection", "a session's event log (--follow streams it)"),
     "recall": ("worker.cli.inspection", "exact text of an observation://obs-... address"),
     "subagents": ("worker.cli.subagents", "a session's subagent lanes: list, --spawn, --lane context"),
+    "capability": ("worker.cli.context", "capability context: add a tool schema or skill (step or task scope)"),
+    "pin": ("worker.cli.context", "pin a note in a session (budget-checked)"),
 }
 
 

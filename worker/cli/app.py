@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from worker.cli import COMMANDS, inspection, local, messages, replay, sessions, subagents
+from worker.cli import COMMANDS, context, inspection, local, messages, replay, sessions, subagents
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -43,12 +43,12 @@ def build() -> typer.Typer:
     commands: dict[str, Callable[..., Any]] = {
         "dev": local.dev, "worker": local.worker, "demo": local.demo, "replay": replay.replay, "api": local.api,
         "send": messages.send, "chat": messages.chat, "context": inspection.context, "events": inspection.events,
-        "recall": inspection.recall, "subagents": subagents.subagents,
+        "recall": inspection.recall, "subagents": subagents.subagents, "pin": context.pin,
     }
     for name, (_, short) in COMMANDS.items():
-        if name == "session":
-            app.add_typer(sessions.app, name="session", help=short.capitalize() + ".", short_help=short,
-                          context_settings=CONTEXT)
+        if name in ("session", "capability"):
+            group = sessions.app if name == "session" else context.app
+            app.add_typer(group, name=name, help=short.capitalize() + ".", short_help=short, context_settings=CONTEXT)
         else:
             app.command(name, short_help=short, context_settings=CONTEXT)(commands[name])
     return app

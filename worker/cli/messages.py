@@ -34,6 +34,8 @@ def send(
     text: Annotated[str, typer.Argument(help="the message ('-' reads it from stdin)")],
     wait: Annotated[bool, typer.Option("--wait", help="wait for the task and print its final answer")] = False,
     timeout: Annotated[float, typer.Option(help="seconds to wait with --wait")] = 600.0,
+    exhaustive: Annotated[bool, typer.Option("--exhaustive", help="the task may not end before its oversized input "
+                                             "was read in full (its final answer is refused until then)")] = False,
     quiet: QuietOption = False,
     as_json: JsonOption = False,
     url: UrlOption = None,
@@ -45,7 +47,7 @@ def send(
     async def run() -> int:
         message = sys.stdin.read() if text == "-" else text
         async with settings.client() as lanes:
-            accepted = await lanes.send_message(session, message)
+            accepted = await lanes.send_message(session, message, exhaustive=exhaustive)
             if not wait:
                 print_json(accepted) if as_json else print(accepted.task_id)
                 return 0

@@ -47,6 +47,22 @@ def _replay_body(trajectory: str | None, model_url: str | None) -> tuple[dict[st
     return rs.session_body(path, recording, url), recording.task
 
 
+CONTEXT_TOOLS = ("begin_episode", "end_episode", "condense_context", "pin_note")
+
+
+def _context_tools(names: list[str] | None) -> list[str] | None:
+    if not names:
+        return None
+    chosen: list[str] = []
+    for name in names:
+        for tool in CONTEXT_TOOLS[:3] if name == "episodes" else (name,):
+            if tool not in CONTEXT_TOOLS:
+                raise Usage(f"--context-tool {name!r}: one of {', '.join(CONTEXT_TOOLS)} or episodes")
+            if tool not in chosen:
+                chosen.append(tool)
+    return chosen
+
+
 @app.command("new")
 def new(
     trajectory: Annotated[str | None, typer.Argument(
@@ -60,8 +76,12 @@ def new(
     system: Annotated[str | None, typer.Option(help="system prompt")] = None,
     system_file: Annotated[Path | None, typer.Option(help="read the system prompt from this file")] = None,
     max_turns: Annotated[int | None, typer.Option()] = None,
-    llm_compaction: Annotated[bool, typer.Option("--llm-compaction",
-        help="try one bounded LLM condensation before the deterministic fallback")] = False,
+    llm_compaction: Annotated[bool | None, typer.Option("--llm-compaction/--no-llm-compaction",
+        help="try one bounded LLM condensation at 80 % before the deterministic fallback [default: on, "
+             "except replays]", show_default=False)] = None,
+    context_tool: Annotated[list[str] | None, typer.Option(
+        "--context-tool", metavar="NAME", help="offer a context tool to the model (repeatable): begin_episode, "
+        "end_episode, condense_context, pin_note; 'episodes' stands for the three first")] = None,
     subagents: Annotated[int | None, typer.Option(
         metavar="N", help="offer the spawn_subagent tool, with at most N subagents running at once")] = None,
     replay: Annotated[bool, typer.Option("--replay",
@@ -99,7 +119,8 @@ def new(
             created = await lanes.create_session(
                 **fields, budget_tokens=budget, context_window=context_window,
                 max_output_tokens=max_output, tools=tools, max_turns_per_task=max_turns,
-                compaction={"enabled": True} if llm_compaction else None,
+                compaction=None if llm_compaction is None else {"enabled": llm_compaction},
+                context_tools=_context_tools(context_tool),
                 subagents={"enabled": True, "max_concurrent": subagents} if subagents else None)
             accepted = await lanes.send_message(created.session_id, task) if task else None
         if as_json:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import plan_cache
 from .items import Item, Kind, Lifecycle, Projection, is_tool_output
 from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX, chars_to_tokens
 
@@ -56,7 +57,20 @@ def is_capability(item: Item) -> bool:
     return item.kind == _CAPABILITY
 
 
+def working_set_cost(item: Item, preview_chars: int) -> int:
+    """What ``item`` adds to ``working_set_tokens``."""
+    if item.kind == _CAPABILITY or item.lifecycle == Lifecycle.ARCHIVED:
+        return 0
+    return cost_of(item, item.projection, preview_chars)
+
+
 def capability_tokens(state: ContextState) -> int:
+    cache = plan_cache.current(state)
+    return cache.capability if cache is not None else scan_capability_tokens(state)
+
+
+def scan_capability_tokens(state: ContextState) -> int:
+    """``capability_tokens`` by a full scan (what the plan cache is built from)."""
     preview = state.config.effective_preview_chars
     return sum(cost_of(i, i.projection, preview) for i in state.items.values() if i.kind == _CAPABILITY)
 
@@ -69,6 +83,12 @@ def budget(state: ContextState) -> int:
 
 def working_set_tokens(state: ContextState) -> int:
     """Current cost of everything the next request would carry except capability context."""
+    cache = plan_cache.current(state)
+    return cache.working_set if cache is not None else scan_working_set_tokens(state)
+
+
+def scan_working_set_tokens(state: ContextState) -> int:
+    """``working_set_tokens`` by a full scan (what the plan cache is built from)."""
     preview = state.config.effective_preview_chars
     return sum(
         cost_of(i, i.projection, preview)

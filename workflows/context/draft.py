@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .budget import budget, cost, working_set_tokens
+from .budget import budget, cost, cost_of, working_set_tokens
 from .checkpoint import CheckpointData, checkpoint_text
 from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
 from .episodes import EpisodeStatus, markers_text
@@ -36,12 +36,13 @@ class Draft:
         self.state = state
         self.mode = mode
         self.config = state.config
+        self.preview = state.config.effective_preview_chars  # a computed property: read once
         self.budget = budget(state)
         self.target = int(self.budget * self.config.target_ratio)
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Transition] = {}
         self.lane = lane_items(state)  # seq order
-        self.lane_tokens = sum(cost(state, i) for i in self.lane)
+        self.lane_tokens = sum(cost_of(i, i.projection, self.preview) for i in self.lane)
         self.protected_groups = protected_groups(state, self.config.protected_groups)
         self.active_episodes = set(state.active_episodes)
         self.checkpoint = state.checkpoint.copy()
@@ -110,8 +111,8 @@ class Draft:
 
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
         old_lifecycle, old_projection = self.view(item)
-        old = 0 if old_lifecycle == Lifecycle.ARCHIVED else cost(self.state, item, old_projection)
-        new = 0 if lifecycle == Lifecycle.ARCHIVED else cost(self.state, item, projection)
+        old = 0 if old_lifecycle == Lifecycle.ARCHIVED else cost_of(item, old_projection, self.preview)
+        new = 0 if lifecycle == Lifecycle.ARCHIVED else cost_of(item, projection, self.preview)
         self.lane_tokens += new - old
         self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
         self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)

@@ -18,13 +18,16 @@ _STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.val
 # Pinned items of these kinds stay in history: moving them would split an exchange group.
 _HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
 _SEGMENTS = ("stable", "memory", "history")
+_SEGMENT_INDEX = {name: index for index, name in enumerate(_SEGMENTS)}
+# plain strings: these run once per item at every layout, and Enum.value is a property call
+_MEMORY, _CHECKPOINT, _CAPABILITY = Kind.MEMORY.value, Kind.CHECKPOINT.value, Kind.CAPABILITY.value
 
 
 def segment(item: Item) -> tuple[str, int]:
     """(segment, rank within the segment) of one working-set item."""
-    if item.kind == Kind.MEMORY.value:
+    if item.kind == _MEMORY:
         return "memory", 0
-    if item.kind == Kind.CHECKPOINT.value:
+    if item.kind == _CHECKPOINT:
         return "history", 0
     if item.kind in _STABLE_RANK:
         return "stable", _STABLE_RANK[item.kind]
@@ -34,13 +37,13 @@ def segment(item: Item) -> tuple[str, int]:
 
 
 def is_step_capability(item: Item) -> bool:
-    return item.kind == Kind.CAPABILITY.value and item.scope == "step"
+    return item.kind == _CAPABILITY and item.scope == "step"
 
 
 def layout_key(item: Item) -> tuple[int, int, int, str]:
     """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id."""
     name, rank = segment(item)
-    return _SEGMENTS.index(name), rank, item.seq, item.id
+    return _SEGMENT_INDEX[name], rank, item.seq, item.id
 
 
 def rebuild_layout(state: ContextState) -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import plan_cache
+from .budget import cost_of, is_capability, working_set_cost
 from .checkpoint import CheckpointData
 from .classify import classify_tool
 from .config import EngineConfig
@@ -23,6 +25,7 @@ from .summary import SummaryData
 
 PINNED_KINDS = frozenset({Kind.SYSTEM.value, Kind.USER.value, Kind.NOTE.value, Kind.DECISION.value})
 GENERATED_KINDS = frozenset({Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value, Kind.EPISODES.value})
+_NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
 _GROUP_SEARCH = 256  # how far back a tool result looks for the assistant turn that called it
 
 
@@ -140,6 +143,10 @@ def add_item(state: ContextState, item: Item, arguments: str | None = None) -> I
     if item.episode is None and state.active_episodes:
         item.episode = state.active_episodes[-1]
     _assign_entry_projection(state, item)
+    if plan_cache.current(state) is not None:  # the planner's derived sums grow with the item
+        preview = state.config.effective_preview_chars
+        plan_cache.note_append(state, item.id, working_set_cost(item, preview),
+                               cost_of(item, item.projection, preview) if is_capability(item) else 0)
     state.items[item.id] = item
     state.order.append(item.id)
     state.last_seq = item.seq
@@ -222,7 +229,7 @@ def _assign_entry_projection(state: ContextState, item: Item) -> None:
 
 def lane_items(state: ContextState) -> list[Item]:
     """Working-set items that came from the lane (not generated, not capability context)."""
-    return [i for i in state.items.values() if i.kind not in GENERATED_KINDS and i.kind != Kind.CAPABILITY.value]
+    return [i for i in state.items.values() if i.kind not in _NOT_LANE_KINDS]
 
 
 def protected_groups(state: ContextState, count: int, before_current_task: bool = False) -> set[int]:

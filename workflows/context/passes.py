@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .budget import cost
+from .budget import cost_of
 from .checkpoint import EpisodeNote
 from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
@@ -32,6 +32,7 @@ from .prefix import rebilled
 # Eviction priority: writes first (their effect is in the repository), runs and errors last.
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
 KEPT_RECENT_USER_MESSAGES = 2
+_REFERENCEABLE = (Projection.FULL, Projection.COMPACT)
 
 Protect = Callable[[Item], bool]
 
@@ -85,13 +86,14 @@ def _referenceable(draft: Draft) -> list[Item]:
     """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
     still shown in full or compact, whose reference is cheaper (a tiny output gains nothing)."""
     out = []
+    preview = draft.preview
     for item in draft.lane:
         if not is_tool_output(item) or not item.observation_id or draft.protected(item):
             continue
         projection = draft.view(item)[1]
-        if projection not in (Projection.FULL, Projection.COMPACT):
+        if projection not in _REFERENCEABLE:
             continue
-        if cost(draft.state, item, Projection.REFERENCE) < cost(draft.state, item, projection):
+        if cost_of(item, Projection.REFERENCE, preview) < cost_of(item, projection, preview):
             out.append(item)
     return out
 

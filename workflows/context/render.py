@@ -191,12 +191,17 @@ def render_messages(
     return [rendered.message for rendered in render_turns(entries, items, contents, preview_chars, recall)]
 
 
+# item id -> (projection, kept call ids or None for all, message): its last rendering
+MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | None, dict | None]]
+
+
 def render_turns(
     entries: Entries,
     items: dict[str, Item],
     contents: dict[str, ItemContent],
     preview_chars: int,
     recall: RecallStyle = "tool",
+    memo: MessageMemo | None = None,
 ) -> list[Rendered]:
     """OpenAI chat messages for a request plan's (item id, projection) entries, each with its entry.
 
@@ -205,7 +210,24 @@ def render_turns(
     becomes a user message (its text is not lost), an emptied assistant message is dropped.
     Messages met while calls await their results are deferred until the results are out,
     because chat APIs require tool messages to follow their call directly.
+
+    ``memo`` (kept by a caller that renders consecutive requests of one lane with the same
+    preview and recall style) reuses an item's last message when its projection and kept
+    calls are the same again: an item's content never changes, so neither does that message.
     """
+
+    def message_of(item: Item, content: ItemContent, projection: Projection,
+                   keep: list[ToolCall] | None = None) -> dict | None:
+        if memo is None:
+            return item_message(item, content, projection, preview_chars, keep, recall)
+        calls = None if keep is None else tuple(c.id for c in keep)
+        last = memo.get(item.id)
+        if last is not None and last[0] is projection and last[1] == calls:  # members are singletons
+            return last[2]
+        message = item_message(item, content, projection, preview_chars, keep, recall)
+        memo[item.id] = (projection, calls, message)
+        return message
+
     paired = _paired_calls(entries, items, contents)
     messages: list[Rendered] = []
     deferred: list[Rendered] = []
@@ -223,12 +245,12 @@ def render_turns(
         if item.role == "assistant":
             # pending is empty here: a call is paired only with a result before the next assistant turn
             keep = [c for c in content.tool_calls if (index, c.id) in paired]
-            emit(item_message(item, content, projection, preview_chars, keep, recall), item_id, projection)
+            emit(message_of(item, content, projection, keep), item_id, projection)
             pending.update(c.id for c in keep)
         elif item.role == "tool":
             call_id = _call_id(item, content)
             if call_id in pending:
-                message = item_message(item, content, projection, preview_chars, recall=recall)
+                message = message_of(item, content, projection)
                 assert message is not None  # a tool message always renders, empty or not
                 messages.append(Rendered(message, item_id, projection))
                 pending.discard(call_id)
@@ -238,7 +260,7 @@ def render_turns(
             else:
                 emit(_orphan_result(item, content, projection, preview_chars, recall), item_id, projection)
         else:
-            emit(item_message(item, content, projection, preview_chars, recall=recall), item_id, projection)
+            emit(message_of(item, content, projection), item_id, projection)
     messages.extend(deferred)
     return messages
 

@@ -1,16 +1,22 @@
 """Request planning: the ordered items (with projections) the next model request carries.
 
-O(n) in the working set. The plan follows the layout (stable semantics, memory, history,
+The plan follows the layout (stable semantics, memory, history,
 then step-scoped capability context) and the projections decided at the last compaction;
 it never mutates the state. For provider overflow recovery the planner re-plans on a
 projection ladder, full -> reference -> minimal-reference, still without mutating the state.
+
+The full rung is planned incrementally: between compactions a step costs what it appended,
+not the working set (``plan_cache``: derived state, rebuilt by one full scan after any other
+change). ``plan_request_reference`` is the full scan itself, the definition the incremental
+plan must equal byte for byte (tests/engine/test_incremental_plan.py).
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from .budget import budget, cost_of, is_capability
+from . import plan_cache
+from .budget import budget, cost_of, is_capability, scan_capability_tokens, scan_working_set_tokens
 from .items import Item, Kind, Lifecycle, Projection, is_tool_output
 from .layout import is_step_capability
 from .ledger import ContextState
@@ -25,7 +31,8 @@ OVERFLOW_LADDER = (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REF
 
 
 class PlanEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # frozen: consecutive plans share their entries (plan_cache)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     item_id: str
     projection: Projection
@@ -56,6 +63,98 @@ class RequestPlan(BaseModel):
 
 
 def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> RequestPlan:
+    if ladder not in OVERFLOW_LADDER:
+        raise ValueError(f"ladder must be full, reference or minimal-reference, got {ladder.value!r}")
+    if ladder != Projection.FULL:  # overflow recovery only: rare, planned by a full scan
+        return plan_request_reference(state, ladder)
+    cache = _full_rung(state)
+    limit = budget(state)
+    fits = cache.conversation <= limit
+    counts = cache.counts
+    # constructed, not validated: every field comes from a validated plan or from the state
+    plan = RequestPlan.model_construct(
+        entries=[*cache.entries, *cache.step], stable_entries=counts[0], memory_entries=counts[1],
+        history_entries=counts[2], step_entries=len(cache.step), stable_prefix_entries=cache.laid_out,
+        layout_epoch=state.layout_epoch, ladder=ladder, total_tokens=cache.conversation,
+        capability_tokens=cache.order_capability + cache.step_capability, budget=limit, fits=fits, reason="",
+    )
+    if not fits:
+        plan.reason = _why_not(state, plan, ladder, state.newest_group)
+    return plan
+
+
+def _full_rung(state: ContextState) -> plan_cache.PlanCache:
+    """The state's plan cache, extended by the items appended since, or rebuilt by a full scan."""
+    cache = plan_cache.current(state)
+    if cache is None:
+        stale = plan_cache.previous(state)
+        cache = _scan(state, {e.item_id: e for e in stale.entries} if stale is not None else {})
+        plan_cache.store(state, cache)
+    elif cache.pending:
+        preview = state.config.effective_preview_chars
+        memory_end = state.stable_len + state.memory_len
+        position = len(state.order) - len(cache.pending)
+        for item_id in cache.pending:
+            item = state.items[item_id]
+            projection = item.projection
+            if projection != Projection.OMITTED and item.lifecycle != Lifecycle.ARCHIVED:
+                tokens = cost_of(item, projection, preview)
+                cache.entries.append(PlanEntry(item_id=item_id, projection=projection, tokens=tokens))
+                cache.counts[0 if position < state.stable_len else 1 if position < memory_end else 2] += 1
+                cache.laid_out += position < state.laid_out_len
+                if is_capability(item):
+                    cache.order_capability += tokens
+                else:
+                    cache.conversation += tokens
+            position += 1
+        cache.pending.clear()
+    return cache
+
+
+def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCache:
+    """The full-rung plan and the working-set sums by one full scan, as a fresh cache: the
+    loop of ``plan_request_reference`` on the full rung (where an item keeps its projection),
+    without what the full rung does not need (this runs after every compaction). An entry
+    equal to one of the previous plan (``reuse``, by item id) is that entry: fewer objects
+    to allocate, and a renderer recognises it by identity."""
+    preview = state.config.effective_preview_chars
+    make = PlanEntry  # validated: pydantic-core builds a model faster than model_construct does
+    entries = [make(item_id=e.item_id, projection=e.projection, tokens=e.tokens) for e in state.shared_prefix]
+    counts = [len(entries), 0, 0]  # stable, memory, history
+    laid_out = len(entries)
+    conversation = order_capability = 0
+    stable_len, memory_end, laid_out_len = state.stable_len, state.stable_len + state.memory_len, state.laid_out_len
+    items = state.items
+    omitted, archived = Projection.OMITTED, Lifecycle.ARCHIVED
+    for position, item_id in enumerate(state.order):
+        item = items[item_id]
+        projection = item.projection
+        if projection == omitted or item.lifecycle == archived:
+            continue
+        tokens = cost_of(item, projection, preview)
+        entry = reuse.get(item_id)
+        if entry is None or entry.projection is not projection or entry.tokens != tokens:
+            entry = make(item_id=item_id, projection=projection, tokens=tokens)
+        entries.append(entry)
+        counts[0 if position < stable_len else 1 if position < memory_end else 2] += 1
+        laid_out += position < laid_out_len
+        if is_capability(item):
+            order_capability += tokens
+        else:
+            conversation += tokens
+    step = [make(item_id=i.id, projection=Projection.FULL, tokens=cost_of(i, Projection.FULL, preview))
+            for i in items.values() if is_step_capability(i)]
+    return plan_cache.PlanCache(
+        generation=state.generation, layout_epoch=state.layout_epoch, preview_chars=preview,
+        shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=scan_working_set_tokens(state),
+        capability=scan_capability_tokens(state), entries=entries, counts=counts, laid_out=laid_out,
+        conversation=conversation, order_capability=order_capability, step=step,
+        step_capability=sum(e.tokens for e in step),
+    )
+
+
+def plan_request_reference(state: ContextState, ladder: Projection = Projection.FULL) -> RequestPlan:
+    """The plan by a full scan of the working set: O(n), the definition of ``plan_request``."""
     if ladder not in OVERFLOW_LADDER:
         raise ValueError(f"ladder must be full, reference or minimal-reference, got {ladder.value!r}")
     preview = state.config.effective_preview_chars

@@ -1,0 +1,165 @@
+"""``POST /v1/sessions``: the body -> the workflow's ``SessionConfig``, and what the sessions
+table keeps of it.
+
+Defaults decided here apply to sessions created from now on (a running session keeps the
+config it started with): the model's context window from the table of known windows
+(``workflows/context/model_windows.py``; an unknown model keeps ``LANES_CONTEXT_WINDOW``
+and the engine's 8,000 fallback ceiling for capability context), LLM compaction on for
+hosted sessions that call a live model (not replays, not external agents), with the
+session's own model as the condenser unless ``LANES_CONDENSER_MODEL`` or the body names one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from pydantic import ValidationError
+
+from lanes_client.schemas import SessionCreate
+from worker.api.agent_world import recall_style, tool_set_id
+from worker.api.errors import ApiError
+from worker.api.replays import check_replay
+from worker.settings import Settings
+from workflows.context.model_windows import known_window
+from workflows.contract import ReplaySpec, SessionConfig
+from workflows.session import session_tools
+
+# The tools mode of POST /sessions -> SessionConfig.tools ("workspace": the mode's default).
+TOOLS_OF_MODE: dict[str, list[str]] = {"recall": ["recall_observation"], "none": []}
+
+
+def catalog_tools(body: SessionCreate) -> list[str]:
+    """Our catalog tools the body names outside the workspace default (the agent's own
+    definitions must not clash with them)."""
+    return TOOLS_OF_MODE.get(body.tools or "", []) + list(body.context_tools or [])
+
+
+def model_window(body: SessionCreate, settings: Settings, model: str) -> tuple[int, bool]:
+    """(context window, whether the model is resolved): the body's window, else the known
+    window of the model's family, else LANES_CONTEXT_WINDOW. A model counts as resolved when
+    its window is known: given, in the table, or LANES_CONTEXT_WINDOW set for the worker's model."""
+    if body.context_window is not None:
+        return body.context_window, True
+    known = known_window(model)
+    if known is not None:
+        return known, True
+    declared = "context_window" in settings.model_fields_set and model == settings.model
+    return settings.context_window, declared
+
+
+def _compaction(body: SessionCreate, settings: Settings, model: str) -> dict[str, Any]:
+    given = body.compaction.model_dump(exclude_none=True) if body.compaction is not None else {}
+    # On by default for hosted sessions calling a live model; a replay's recording has no
+    # condenser answers, and an external agent's model may not be one the workers reach.
+    enabled = given.get("enabled", body.mode == "hosted" and body.replay is None)
+    values = {**given, "enabled": enabled}
+    if enabled and "condenser_model" not in values:
+        explicit = "condenser_model" in settings.model_fields_set and settings.condenser_model
+        values["condenser_model"] = settings.condenser_model if explicit else model
+    return values
+
+
+def _tools(body: SessionCreate, session_id: str) -> list[str] | None:
+    """SessionConfig.tools: None keeps the mode's default (when nothing is added to it)."""
+    if body.tools is not None and body.tools != "workspace":
+        tools: list[str] | None = list(TOOLS_OF_MODE[body.tools])
+    elif body.mode == "external" and body.tools is None:
+        tools = []  # the agent runs its own tools: none of ours unless asked for
+    else:
+        tools = None
+    if body.context_tools:
+        base = tools if tools is not None else session_tools(SessionConfig(session_id=session_id, mode=body.mode,
+                                                                           replay=_replay_stub(body)))
+        tools = base + [t for t in body.context_tools if t not in base]
+    return tools
+
+
+def _replay_stub(body: SessionCreate) -> ReplaySpec | None:
+    """Enough of the replay for ``session_tools`` to pick the mode's default tools."""
+    if body.replay is None:
+        return None
+    return ReplaySpec(trajectory_path="", trajectory_id="", model_base_url="")
+
+
+def session_config(body: SessionCreate, session_id: str, tenant: str, request: Request,
+                   definitions: list[dict[str, Any]]) -> SessionConfig:
+    settings: Settings = request.app.state.settings
+    model = body.model or settings.model
+    window, model_known = model_window(body, settings, model)
+    values: dict[str, Any] = {
+        "session_id": session_id,
+        "tenant": tenant,
+        "mode": body.mode,
+        "model": model,
+        "context_window": window,
+        "model_known": model_known,
+        "max_output_tokens": body.max_output_tokens or settings.max_output_tokens,
+        "budget_tokens": body.budget_tokens,
+    }
+    if body.system_prompt is not None:
+        values["system_prompt"] = body.system_prompt
+    if body.max_turns_per_task is not None:
+        values["max_turns_per_task"] = body.max_turns_per_task
+    if body.give_up_seconds is not None:
+        values["give_up_seconds"] = body.give_up_seconds
+    if body.updates_per_run is not None:
+        values["updates_per_run"] = body.updates_per_run
+    if (tools := _tools(body, session_id)) is not None:
+        values["tools"] = tools
+    if body.mode == "external" and body.system_prompt is None:
+        values["system_prompt"] = None  # the agent's prompt, or none: never ours
+    catalog = session_tools(SessionConfig(session_id=session_id, tools=values.get("tools"), mode=body.mode,
+                                          replay=_replay_stub(body)))
+    values["recall"] = recall_style(body, catalog + [d["function"]["name"] for d in definitions])
+    if definitions:
+        values["tool_set"] = tool_set_id(definitions)
+    if body.generated_role is not None:
+        values["generated_role"] = body.generated_role
+    if body.subagents is not None:
+        values["subagents"] = body.subagents.model_dump(exclude_none=True)
+    values["compaction"] = _compaction(body, settings, model)
+    if body.prices is not None:
+        values["prices"] = {name: price.model_dump() for name, price in body.prices.items()}
+    if body.replay is not None:
+        if not request.app.state.allow_replay:
+            raise ApiError(400, "replay_disabled", "replay sessions are disabled on this server "
+                                                   "(a development setting: LANES_API_ALLOW_REPLAY=1)")
+        if body.mode != "hosted":
+            raise ApiError(400, "rejected", "a replay drives the hosted agent loop: use mode 'hosted'")
+        check_replay(body.replay, settings)
+        values["replay"] = ReplaySpec(**body.replay.model_dump())
+    elif body.mode == "hosted" and settings.model_endpoint() is None:
+        raise ApiError(400, "model_not_configured", "hosted sessions call a model, and none is configured: set "
+                       "OPENAI_BASE_URL (an OpenAI-compatible endpoint) and/or OPENAI_API_KEY for the API and "
+                       "the workers, or create an external session (mode 'external')")
+    try:
+        return SessionConfig(**values)
+    except ValidationError as exc:  # the schema above should have caught it; say what, never 500
+        raise ApiError(422, "invalid", f"session configuration rejected: {exc.errors()[0]['msg']}") from None
+
+
+def row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
+    """What the sessions table keeps about the session (small; never the whole prompt)."""
+    return {
+        "mode": body.mode,
+        "model": config.model,
+        "context_window": config.context_window,
+        "model_known": config.model_known,
+        "max_output_tokens": config.max_output_tokens,
+        "budget_tokens": config.budget_tokens,
+        "tools": body.tools or ("workspace" if body.mode == "hosted" else "none"),
+        "context_tools": list(body.context_tools or []),
+        "tool_definitions": len(body.tool_definitions or []),
+        "recall": config.recall,
+        "generated_role": config.generated_role,
+        "max_turns_per_task": config.max_turns_per_task,
+        "give_up_seconds": config.give_up_seconds,
+        "llm_compaction": config.compaction.enabled,
+        "condenser_model": config.compaction.condenser_model,
+        "subagents": config.subagents.enabled,
+        "replay": config.replay is not None,
+        "system_prompt_preview": (config.system_prompt or "")[:200],
+        "system_prompt_chars": len(config.system_prompt or ""),
+        "created_by": "api",
+    }

@@ -1,0 +1,114 @@
+"""Rendering consecutive requests of one lane incrementally: equal to ``render_messages``.
+
+Request k+1 usually starts with request k's entries, so its messages start with request
+k's. The renderer keeps the previous entries and messages cut into *segments*: each
+segment starts at a shown assistant entry (or at the first entry), where the renderer's
+pairing state is empty -- a call is paired only with a result before the next assistant
+turn, and every deferred message is out once the calls are answered -- so a segment renders
+the same on its own as inside the whole request. A new request reuses the segments its
+entries share with the previous one and renders the rest.
+
+Rendering is a pure function of the entries, the items' static fields and the contents
+(an item id's content never changes); the renderer assumes exactly that. The messages it
+returns are shared with later calls: do not mutate them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from .content import ItemContent
+from .items import Item, Projection
+from .observations import RecallStyle
+from .render import MessageMemo, render_turns
+
+
+class _PlanEntry(Protocol):
+    @property
+    def item_id(self) -> str: ...
+    @property
+    def projection(self) -> Projection: ...
+
+
+Entry = tuple[str, Projection] | _PlanEntry
+
+
+class RequestRenderer:
+    """Renders the requests of one lane, reusing what the previous request rendered."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, str] | None = None
+        self._entries: list[Any] = []  # the previous request's entries, as given
+        self._starts: list[int] = []  # entry index where each segment starts
+        self._offsets: list[int] = []  # index in ``_messages`` of each segment's first message
+        self._messages: list[dict] = []
+        self._memo: MessageMemo = {}  # each item's last message (render_turns)
+
+    def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
+               preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
+        """``render_messages(entries, items, contents, preview_chars, recall)``; ``entries`` are
+        (item id, projection) pairs or a plan's ``PlanEntry`` objects (consecutive plans share
+        them, so comparing with the previous request is a comparison of identities)."""
+        entries = list(entries)
+        key = (preview_chars, recall)
+        kept = self._shared_segments(entries) if key == self._key else 0
+        if key != self._key or len(self._memo) > 2 * len(entries) + 64:
+            self._memo = {}  # another preview or recall style; or items that left the working set
+        if kept:  # the last shared segment may continue differently: render it again
+            kept -= 1
+        start = self._starts[kept] if kept < len(self._starts) else 0
+        del self._messages[self._offsets[kept] if kept < len(self._offsets) else 0:]
+        del self._starts[kept:], self._offsets[kept:]
+        rest = entries[start:]
+        pairs: list[tuple[str, Projection]] = (
+            [_pair(e) for e in rest] if rest and not isinstance(rest[0], tuple) else rest)  # type: ignore[assignment]
+        self._render(pairs, start, items, contents, preview_chars, recall)
+        self._key, self._entries = key, entries
+        return list(self._messages)
+
+    def _render(self, pairs: list[tuple[str, Projection]], start: int, items: dict[str, Item],
+                contents: dict[str, ItemContent], preview_chars: int, recall: RecallStyle) -> None:
+        """Render ``pairs`` (entries from ``start`` on, a segment start) in one pass and note
+        where each segment's messages begin: a segment's messages all precede the next
+        segment's, so the first message rendered from an entry at or after a segment start
+        (or, for a segment without messages, the next one's) marks it."""
+        begins = _segment_starts(pairs, items)
+        rendered = render_turns(pairs, items, contents, preview_chars, recall, self._memo)
+        position = {item_id: index for index, (item_id, _) in enumerate(pairs)}
+        base = len(self._messages)
+        offsets = [base + len(rendered)] * len(begins)
+        segment = 0  # segments whose offset is not set yet start at ``segment``
+        for index, message in enumerate(rendered):
+            entry = position[message.item_id]
+            while segment < len(begins) and begins[segment] <= entry:
+                offsets[segment] = base + index
+                segment += 1
+        self._starts.extend(start + b for b in begins)
+        self._offsets.extend(offsets)
+        self._messages.extend(r.message for r in rendered)
+
+    def _shared_segments(self, entries: list[Entry]) -> int:
+        """How many leading segments of the previous request ``entries`` repeats exactly
+        (the last of them may continue differently)."""
+        previous = self._entries
+        # common case: the previous request is a prefix of this one (a C-level comparison)
+        if len(entries) >= len(previous) and entries[: len(previous)] == previous:
+            return len(self._starts)
+        limit = next((i for i, (a, b) in enumerate(zip(previous, entries, strict=False)) if _pair(a) != _pair(b)),
+                     min(len(previous), len(entries)))
+        # the segments starting at or before the first difference (the one holding it is re-rendered)
+        return bisect_right(self._starts, limit)
+
+
+def _pair(entry: Entry) -> tuple[str, Projection]:
+    if isinstance(entry, tuple):
+        return entry
+    return entry.item_id, entry.projection
+
+
+def _segment_starts(pairs: list[tuple[str, Projection]], items: dict[str, Item]) -> list[int]:
+    """Where the segments of ``pairs`` start: at 0 and at every shown assistant entry."""
+    return [0] + [index for index in range(1, len(pairs))
+                  if pairs[index][1] != Projection.OMITTED and items[pairs[index][0]].role == "assistant"]

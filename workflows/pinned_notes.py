@@ -1,0 +1,45 @@
+"""Pinned notes through a session (``pin_note``: the model's tool, or the API): measured,
+checked against the budget (workflows/context/pins.py), then stored as a pinned note item;
+a refusal stores nothing and says why. Workflow code only; callers hold ``lane.lock``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import activity_calls as calls
+    from workflows.context.items import Kind
+    from workflows.context.pins import check_pin
+    from workflows.contract import PinResult, note_problem
+    from workflows.lane import Lane
+
+PINNED, REFUSED = "note.pinned", "note.refused"
+
+
+async def pin(lane: Lane, text: str, task_id: str | None) -> PinResult:
+    measured = await calls.measure_texts(lane.data.model, {Kind.NOTE.value: text})
+    check = check_pin(lane.state, measured[Kind.NOTE.value])
+    facts = check.model_dump(exclude={"fits", "message"})
+    if not check.fits:
+        await lane.log_event(REFUSED, {**facts, "message": check.message})
+        return PinResult(status="refused", message=check.message, **facts)
+    item = await lane.add_text(text, kind=Kind.NOTE, role=lane.state.config.generated_role, task_id=task_id)
+    await lane.log_event(PINNED, {**facts, "item_id": item.id})
+    return PinResult(status="pinned", item_id=item.id, message=check.message, **facts)
+
+
+async def pin_from_tool(lane: Lane, arguments: str | None, task_id: str) -> tuple[str, int]:
+    """The ``pin_note`` tool: its answer and exit code (a refusal is an answer the model reads)."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        args = None
+    text = args.get("text") if isinstance(args, dict) else None
+    if (problem := note_problem(text)) is not None:
+        return f"pin_note refused: {problem}", 1
+    assert isinstance(text, str)
+    result = await pin(lane, text, task_id)
+    return (f"pin_note: {result.message}", 0) if result.status == "pinned" else (f"pin_note {result.message}", 1)
