@@ -14,9 +14,10 @@ import json
 from pydantic import BaseModel, Field
 from temporalio import activity
 
+from activities import item_cache, token_memo
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, EventRow, ItemRow, ObservationNotFound, Store
-from activities.tokens import count_message_tokens, count_text_message_tokens
+from activities.tokens import count_text_message_tokens
 from workflows import rejections
 from workflows.context import ids
 from workflows.context.classify import classify_tool
@@ -126,11 +127,12 @@ def digest_of(content: ItemContent) -> str:
 def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None,
             recall: RecallStyle = "tool") -> dict[Projection, int]:
     """Token cost of the item in every projection the planner may choose, measured on
-    the very message the renderer sends for it."""
+    the very message the renderer sends for it (remembered: the requests that carry it count it
+    from the memo)."""
     costs: dict[Projection, int] = {}
     for projection in MEASURED_PROJECTIONS:
         message = item_message(item, content, projection, preview_chars, recall=recall)
-        costs[projection] = 0 if message is None else count_message_tokens(message, model)
+        costs[projection] = 0 if message is None else token_memo.message_tokens(message, model)
     costs[Projection.OMITTED] = 0
     return costs
 
@@ -217,18 +219,25 @@ async def store_item(store: Store, session_id: str, lane: str, item: Item, conte
 
 
 async def store_items(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]],
-                      clients: list[ExternalItem] | None = None) -> list[Item]:
-    """Write the items' content and metadata, then their events, in one statement each.
+                      clients: list[ExternalItem] | None = None, events: list[EventRow] | None = None) -> list[Item]:
+    """Write the items' content and metadata, then their events (after ``events``, other
+    events the caller has to write), in one statement each.
 
     Both writes are always attempted (each is idempotent) so that an attempt killed
     between them is completed by the retry. Where a row already existed, the stored
     metadata wins, so every attempt reports the same items.
     """
-    await store.put_items(session_id, [item_row(item, content, lane, clients[n] if clients else None)
-                                       for n, (item, content) in enumerate(pairs)])
-    await store.append_events(session_id, [item_event(item, lane) for item, _ in pairs])
-    stored = await store.get_items(session_id, [item.id for item, _ in pairs])
-    return [Item.model_validate(stored[item.id].content["meta"]) for item, _ in pairs]
+    rows = [item_row(item, content, lane, clients[n] if clients else None) for n, (item, content) in enumerate(pairs)]
+    inserted = await store.put_items(session_id, rows)
+    await store.append_events(session_id, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)])
+    if inserted == len(rows):  # every row is this attempt's: no need to read them back
+        kept = [item_of(row) for row in rows]  # parsed as a read would parse them
+    else:
+        stored = await store.get_items(session_id, [item.id for item, _ in pairs])
+        kept = [item_of(stored[item.id]) for item, _ in pairs]
+    for item, content in kept:
+        item_cache.put(store.where, session_id, item, content)
+    return [item for item, _ in kept]
 
 
 async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:
@@ -243,19 +252,27 @@ async def stored_item(store: Store, session_id: str, lane: str, item_id: str) ->
 async def load_item(store: Store, session_id: str, item_id: str) -> tuple[Item, ItemContent] | None:
     rows = await store.get_items(session_id, [item_id])
     row = rows.get(item_id)
-    if row is None:
-        return None
+    return None if row is None else item_of(row)
+
+
+def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
+    """A stored row's item metadata and exact content."""
     return Item.model_validate(row.content["meta"]), ItemContent.model_validate(row.content["content"])
 
 
 async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tuple[dict[str, Item], dict[str, ItemContent]]:
-    rows = await store.get_items(session_id, item_ids)
-    missing = [i for i in item_ids if i not in rows]
-    if missing:
-        raise LookupError(f"session {session_id}: items {missing[:5]} are not stored")
-    items = {i: Item.model_validate(r.content["meta"]) for i, r in rows.items()}
-    contents = {i: ItemContent.model_validate(r.content["content"]) for i, r in rows.items()}
-    return items, contents
+    """Items and their content; only those this worker has not stored or loaded lately are read."""
+    loaded = item_cache.get(store.where, session_id, item_ids)
+    wanted = [i for i in item_ids if i not in loaded]
+    if wanted:
+        rows = await store.get_items(session_id, wanted)
+        missing = [i for i in wanted if i not in rows]
+        if missing:
+            raise LookupError(f"session {session_id}: items {missing[:5]} are not stored")
+        for item_id, row in rows.items():
+            loaded[item_id] = item_of(row)
+            item_cache.put(store.where, session_id, *loaded[item_id])
+    return {i: loaded[i][0] for i in item_ids}, {i: loaded[i][1] for i in item_ids}
 
 
 async def read_whole(store: Store, session_id: str, obs_id: str) -> str:

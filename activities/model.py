@@ -7,10 +7,12 @@ what can succeed later (timeouts, 408/409/429, 5xx, garbage) and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -21,7 +23,7 @@ from activities.heartbeat import heartbeating
 from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_item, stored_item
 from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.replay import follow_ups
-from activities.requests import PlanDelta, materialise, resolve_plan
+from activities.requests import PlanDelta, materialise, plan_entries, store_plan
 from activities.runtime import get_runtime
 from activities.store import EventRow
 from workflows.context.content import ItemContent, ToolCall
@@ -70,6 +72,16 @@ class ModelCallResult(BaseModel):
     usage: CallUsage | None = None
     # A replay: the user text recorded after this turn, which the session feeds on.
     follow_ups: list[str] = Field(default_factory=list)
+
+async def complete(client: openai.AsyncOpenAI, body: dict[str, Any], headers: dict[str, str]) -> ChatCompletion:
+    """``client.chat.completions.create(**body)`` without the SDK's request transform: it walks
+    every message field by field against its TypedDicts (for plain chat dicts, an identity) and
+    was most of the worker's CPU per turn. The same endpoint, body, errors and parsed answer."""
+    if not body.get("tools"):
+        body = {k: v for k, v in body.items() if k != "tools"}
+    return await client.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                             options={"headers": headers})
+
 
 def map_provider_error(error: openai.APIError) -> ApplicationError:
     """Translate a provider error into what Temporal should do about it."""
@@ -142,16 +154,19 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
 async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     runtime = await get_runtime()
     store = runtime.store
-    if inp.request_event is not None:  # idempotent by (lane, seq): a retried call writes it once
-        await store.append_events(inp.session_id, [EventRow(**inp.request_event.model_dump())])
-    done = await stored_item(store, inp.session_id, inp.lane, inp.response_item_id)
+    # Independent reads and writes go side by side (one round trip each pair, not two).
+    # The request event is idempotent by (lane, seq): a retried call writes it once.
+    events = [EventRow(**inp.request_event.model_dump())] if inp.request_event is not None else []
+    _, done = await asyncio.gather(store.append_events(inp.session_id, events),
+                                   stored_item(store, inp.session_id, inp.lane, inp.response_item_id))
     if done is not None:  # an earlier attempt stored the answer, then its result was lost
         item, content = done
         return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
 
-    entries = await resolve_plan(store, inp.session_id, inp.lane, inp.plan)
-    request = await materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools,
-                                model=inp.model)
+    entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
+    _, request = await asyncio.gather(
+        store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries),
+        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model))
 
     if inp.replay is not None:
         client = client_for(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)
@@ -166,13 +181,8 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
         headers = {}
     try:
         with metrics.model_call_timer("agent"):
-            response = await client.chat.completions.create(
-                model=inp.model,
-                messages=cast(list[Any], request.messages),  # the renderer's chat messages, as dicts
-                tools=cast(list[Any], request.tools) or openai.omit,
-                max_tokens=inp.max_output_tokens,
-                extra_headers=headers,
-            )
+            response = await complete(client, {"model": inp.model, "messages": request.messages,
+                                               "tools": request.tools, "max_tokens": inp.max_output_tokens}, headers)
     except openai.APIError as error:
         raise map_provider_error(error) from None
     except ValueError as error:  # a body that is not JSON at all

@@ -10,13 +10,16 @@ between compactions a request only grows at its end, so history grows by O(1) pe
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from activities import token_memo
 from activities.items import load_items
 from activities.store import Store
-from activities.tokens import count_message_tokens, count_tool_definitions
+from activities.tokens import count_tool_definitions
 from workflows.context.content import ItemContent
 from workflows.context.formats.request_formats import FormattedRequest, RequestFormat, format_request
 from workflows.context.items import Projection
@@ -39,20 +42,42 @@ class PlanBaseMissing(LookupError):
     """The delta names a base plan that was never stored (a workflow bug, not retryable)."""
 
 
+# Plans this worker stored last (a stored version never changes: the first write wins, and
+# only plans this worker wrote first are kept): the next delta of a lane usually builds on
+# one of them, without reading it back from PostgreSQL.
+RECENT_PLANS = 256
+_recent_plans: dict[tuple[str, str, str, int], PlanEntries] = {}  # (database, session, lane, version)
+
+
 async def resolve_plan(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
     """The full plan of ``delta.version``; stored so the next delta can build on it.
 
     Idempotent: a retried activity rebuilds the same plan and the second write is a no-op.
     """
-    if delta.base_version is None:
-        entries = list(delta.entries)
-    else:
-        base = await store.get_plan(session_id, lane, delta.base_version)
-        if base is None:
-            raise PlanBaseMissing(f"session {session_id} lane {lane}: base plan {delta.base_version} is not stored")
-        entries = [(item_id, Projection(p)) for item_id, p in base] + list(delta.entries)
-    await store.put_plan(session_id, lane, delta.version, [[i, p.value] for i, p in entries])
+    entries = await plan_entries(store, session_id, lane, delta)
+    await store_plan(store, session_id, lane, delta.version, entries)
     return entries
+
+
+async def plan_entries(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
+    """The full plan of ``delta.version`` (not stored yet: ``store_plan``)."""
+    if delta.base_version is None:
+        return list(delta.entries)
+    base = _recent_plans.get((store.where, session_id, lane, delta.base_version))
+    if base is None:
+        stored = await store.get_plan(session_id, lane, delta.base_version)
+        if stored is None:
+            raise PlanBaseMissing(f"session {session_id} lane {lane}: base plan {delta.base_version} is not stored")
+        base = [(item_id, Projection(p)) for item_id, p in stored]
+    return base + list(delta.entries)
+
+
+async def store_plan(store: Store, session_id: str, lane: str, version: int, entries: PlanEntries) -> None:
+    """Store plan ``version`` once (the first write wins), so that the next delta can build on it."""
+    if await store.put_plan(session_id, lane, version, [[i, p.value] for i, p in entries]):
+        _recent_plans[(store.where, session_id, lane, version)] = list(entries)
+        while len(_recent_plans) > RECENT_PLANS:
+            del _recent_plans[next(iter(_recent_plans))]
 
 
 @dataclass(frozen=True)
@@ -76,6 +101,16 @@ class Request:
         return format_request(fmt, self.turns, self.contents, self.tools, self.stable_prefix_messages)
 
 
+@functools.lru_cache(maxsize=256)
+def _tool_tokens_of(specs_json: str, model: str) -> int:
+    return count_tool_definitions(json.loads(specs_json), model)
+
+
+def _tool_tokens(specs: list[dict], model: str) -> int:
+    """The tool definitions' cost; the same few sets come every turn (cached by their text)."""
+    return _tool_tokens_of(json.dumps(specs, sort_keys=True), model) if specs else 0
+
+
 async def materialise(store: Store, session_id: str, entries: Entries, *, preview_chars: int, tools: list[str],
                       model: str, stable_prefix_entries: int = 0, tool_set: str | None = None,
                       recall: RecallStyle = "tool") -> Request:
@@ -96,9 +131,12 @@ async def materialise(store: Store, session_id: str, entries: Entries, *, previe
         while stable < min(len(prefix), len(messages)) and prefix[stable] == messages[stable]:
             stable += 1
 
-    def count() -> tuple[list[int], int]:  # tiktoken: CPU work off the event loop
-        return [count_message_tokens(m, model) for m in messages], count_tool_definitions(specs, model)
-
-    message_tokens, tool_tokens = await asyncio.to_thread(count)
+    # Only what this worker has not counted yet is tokenised (token_memo: the same numbers as a
+    # full recount), in a thread: tiktoken is CPU work that must stay off the event loop.
+    known = [token_memo.known(m, model) for m in messages]
+    new = [m for m, tokens in zip(messages, known, strict=True) if tokens is None]
+    counted = iter(await asyncio.to_thread(lambda: [token_memo.message_tokens(m, model) for m in new]) if new else ())
+    message_tokens = [next(counted) if tokens is None else tokens for tokens in known]
+    tool_tokens = _tool_tokens(specs, model)
     return Request(messages=messages, tools=specs, message_tokens=message_tokens, tool_tokens=tool_tokens,
                    stable_prefix_messages=stable, turns=turns, contents=contents)

@@ -16,17 +16,18 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import metrics
+from activities.events import EventSpec
 from activities.heartbeat import heartbeating
-from activities.items import StoredItem, finish_item, load_item, read_whole, store_item, stored_item
+from activities.items import StoredItem, finish_item, item_event, item_of, read_whole, store_items
 from activities.recall import RecallMark, recall
 from activities.replay import recorded_output
 from activities.runtime import Runtime, get_runtime
 from activities.sandbox import SandboxPolicy
-from activities.store import EventRow, Store
+from activities.store import EventRow, ItemRow
 from activities.workspace import ToolOutput, Workspace
 from workflows.context import ids
 from workflows.context.classify import classify_tool
@@ -60,6 +61,9 @@ class ToolRunInput(BaseModel):
     # the most a recall_observation result may hold, header included (engine rules 2: the
     # preview, so that it enters whole); None: as asked (runs of rules 1)
     recall_max_chars: int | None = None
+    # Events of the step the workflow deferred to this call (the model's usage): written first,
+    # idempotent by (lane, seq), so they need no record_events activity of their own.
+    events: list[EventSpec] = Field(default_factory=list)
 
 
 class ToolRunResult(BaseModel):
@@ -125,15 +129,20 @@ async def run_tool(inp: ToolRunInput) -> ToolRunResult:
 async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
     runtime = await get_runtime()
     store = runtime.store
-    done = await stored_item(store, inp.session_id, inp.lane, inp.result_item_id)
-    if done is not None:  # already ran; never run a side-effecting tool twice
-        item, content = done
+    # The deferred events go with the result item's event (one write; on the done path too).
+    events = [EventRow(**e.model_dump()) for e in inp.events]
+    metrics.observe_events(events)
+    # One read: the result an earlier attempt stored (if any) and the call's arguments.
+    rows = await store.get_items(inp.session_id, [inp.result_item_id, inp.assistant_item_id])
+    if inp.result_item_id in rows:  # already ran; never run a side-effecting tool twice
+        item, _ = item_of(rows[inp.result_item_id])
+        await store.append_events(inp.session_id, [*events, item_event(item, inp.lane)])  # an attempt may have died before
         mark = None
         if inp.tool_name == RECALL_TOOL:
-            _, mark = await recall(store, inp.session_id, await _arguments(store, inp), inp.recall_max_chars)
+            _, mark = await recall(store, inp.session_id, _arguments(rows, inp), inp.recall_max_chars)
         return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
-    arguments = await _arguments(store, inp)
+    arguments = _arguments(rows, inp)
     output, role, mark = await _execute(inp, runtime, arguments)
     # Recall output is a slice of an observation that is already archived: point at it.
     if mark is not None:
@@ -158,16 +167,16 @@ async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
         observation_id=observation_id,
     )
     item = finish_item(item, content, inp.preview_chars, inp.model)
-    item = await store_item(store, inp.session_id, inp.lane, item, content)
+    item = (await store_items(store, inp.session_id, inp.lane, [(item, content)], events=events))[0]
     metrics.observe_tool_run(item.tool_class, item.exit_code)
     return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
 
-async def _arguments(store: Store, inp: ToolRunInput) -> str:
-    stored = await load_item(store, inp.session_id, inp.assistant_item_id)
-    if stored is None:
+def _arguments(rows: dict[str, ItemRow], inp: ToolRunInput) -> str:
+    row = rows.get(inp.assistant_item_id)
+    if row is None:
         raise LookupError(f"assistant item {inp.assistant_item_id} is not stored")
-    for call in stored[1].tool_calls:
+    for call in item_of(row)[1].tool_calls:
         if call.id == inp.call_id:
             return call.arguments
     raise LookupError(f"assistant item {inp.assistant_item_id} has no tool call {inp.call_id}")

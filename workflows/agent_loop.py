@@ -82,6 +82,13 @@ class AgentLoop:
         self.spawner = spawner
 
     async def step(self, lane: Lane, task_id: str, turn: int) -> StepOutcome:
+        try:
+            return await self._step(lane, task_id, turn)
+        except Exception:  # a failed step still logs what it deferred (cancellation is not an Exception)
+            await lane.flush_events()
+            raise
+
+    async def _step(self, lane: Lane, task_id: str, turn: int) -> StepOutcome:
         await lane.compact_if_needed(self.settings.compaction)
         await lane.assemble()
         answer, sent = await self.call_model(lane, task_id, turn)
@@ -106,6 +113,7 @@ class AgentLoop:
         # recorded agent got): the task goes on, as the recorded agent's did.
         for text in answer.follow_ups:
             await lane.add_text(text, kind=Kind.USER, role="user", task_id=task_id)
+        await lane.flush_events()  # what no tool activity took (an answer without tool calls)
         engine.end_step(lane.state)
         return StepOutcome(done=not answer.stored.tool_calls and not answer.follow_ups, answer=assistant)
 
@@ -142,7 +150,7 @@ class AgentLoop:
                     ),
                     s.give_up,
                 )
-                await record_usage(lane, "agent", s.model, answer.usage, turn=turn, task_id=task_id)
+                await record_usage(lane, "agent", s.model, answer.usage, defer=True, turn=turn, task_id=task_id)
                 return answer, plan
             except ActivityError as error:
                 cause = error.cause
@@ -213,7 +221,8 @@ class AgentLoop:
         """Run ``call`` in the tool activity, or store the answer the workflow already has."""
         s = self.settings
         seq = lane.next_seq()
-        return await calls.run_tool(
+        events = lane.take_pending_events()
+        run = calls.run_tool(
             ToolRunInput(
                 session_id=s.session_id,
                 lane=lane.data.lane,
@@ -232,9 +241,15 @@ class AgentLoop:
                 exit_code=0 if output is None else output[1],
                 network=s.tool_network,
                 recall_max_chars=lane.preview_chars if lane.rules_2 else None,
+                events=events,
             ),
             s.give_up,
         )
+        try:
+            return await run
+        except ActivityError:  # the events are written with the result only: the failed step flushes them
+            lane.pending_events[:0] = events
+            raise
 
 
 def _text(args: dict, key: str) -> str:

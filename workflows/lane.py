@@ -49,6 +49,9 @@ class Lane:
         self.data = data
         self.lock = asyncio.Lock()
         self.usage = usage or UsagePolicy()
+        # Events that travel with the lane's next activity (the step's tool call) instead of a
+        # record_events of their own; flushed by the end of the step (never carried across runs).
+        self.pending_events: list[EventSpec] = []
 
     @property
     def state(self) -> engine.ContextState:
@@ -296,7 +299,22 @@ class Lane:
             "errors": errors[:5], "consecutive_failures": self.data.condensation_failures})
 
     async def log_event(self, kind: str, payload: dict) -> None:
-        await calls.record_events(self.data.session_id, [event(kind, payload, self.next_event_seq(), self.event_lane)])
+        await calls.record_events(self.data.session_id, [*self.take_pending_events(),
+                                                         event(kind, payload, self.next_event_seq(), self.event_lane)])
+
+    async def defer_event(self, kind: str, payload: dict) -> None:
+        """Log an event with the lane's next activity (its seq is taken now, so the log's order
+        is the same); the caller makes sure that ``flush_events`` runs by the end of its step."""
+        self.pending_events.append(event(kind, payload, self.next_event_seq(), self.event_lane))
+
+    def take_pending_events(self) -> list[EventSpec]:
+        """The deferred events, for the activity that writes them."""
+        taken, self.pending_events = self.pending_events, []
+        return taken
+
+    async def flush_events(self) -> None:
+        """Write the deferred events no activity took (nothing when there are none)."""
+        await calls.record_events(self.data.session_id, self.take_pending_events())
 
     async def log_abandoned_episodes(self, episode_ids: list[str], reason: str) -> None:
         """Episodes a task end or a recovery closed: the event log says so (the inspector and

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 # Gates the model.usage events and the calibrated budget (both change commands).
 USAGE_PATCH = "model-usage"
+# Gates the agent's model.usage event travelling with the step's tool activity (no
+# record_events command, activity and workflow task of its own per turn).
+USAGE_WITH_TOOL_PATCH = "usage-event-with-tool"
 MODEL_USAGE = "model.usage"
 CALIBRATION_RELAXED = "context.calibration.relaxed"
 
@@ -33,6 +36,7 @@ class UsagePolicy:
     # are character estimates, not a tokenizer's)
     calibrate_budget: bool = False
     prices: dict[str, ModelPrice] = field(default_factory=dict)  # the session's own prices
+    defer_events: bool = False  # the agent's model.usage event waits for the step's next activity
 
     def price(self, model: str | None) -> ModelPrice | None:
         """The session's price of ``model``; None: the worker's LANES_PRICES decide."""
@@ -42,12 +46,16 @@ class UsagePolicy:
 def usage_policy(live: bool, prices: dict[str, ModelPrice] | None = None) -> UsagePolicy:
     """Decided once per run, where its lane is made (calls ``workflow.patched``)."""
     on = workflow.patched(USAGE_PATCH)
-    return UsagePolicy(events=on, calibrate_budget=on and live, prices=dict(prices or {}))
+    return UsagePolicy(events=on, calibrate_budget=on and live, prices=dict(prices or {}),
+                       defer_events=on and workflow.patched(USAGE_WITH_TOOL_PATCH))
 
 
-async def record_usage(lane: Lane, kind: str, model: str, usage: CallUsage | None, **facts) -> None:
+async def record_usage(lane: Lane, kind: str, model: str, usage: CallUsage | None, *, defer: bool = False,
+                       **facts) -> None:
     """Add one call's usage (``kind``: agent or condenser) to the lane's totals, recalibrate the
-    budget for the lane's model, and log it. ``facts``: small fields for the event (turn...)."""
+    budget for the lane's model, and log it. ``facts``: small fields for the event (turn...).
+    ``defer``: when the policy allows, the event goes with the lane's next activity (see
+    ``Lane.defer_event``) instead of one of its own."""
     if usage is None:  # no call was made (an earlier attempt's stored answer)
         return
     totals = lane.data.usage
@@ -59,7 +67,8 @@ async def record_usage(lane: Lane, kind: str, model: str, usage: CallUsage | Non
     config = lane.state.config
     if config.token_ratio != ratio:
         lane.state.config = config.model_copy(update={"token_ratio": ratio})
-    await lane.log_event(MODEL_USAGE, {
+    log = lane.defer_event if defer and lane.usage.defer_events else lane.log_event
+    await log(MODEL_USAGE, {
         **facts, "kind": kind, "model": model, "prompt": usage.prompt, "cached": usage.cached,
         "completion": usage.completion, "calls": usage.calls, "estimate": usage.estimate,
         "reported": usage.reported, "cost": usage.cost,
