@@ -26,6 +26,12 @@ def lanes_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "worker.cli", *args]
 
 
+def interruptible() -> None:
+    """``preexec_fn`` of a process a test stops with Ctrl-C (SIGINT): a suite started in the
+    background inherits SIGINT ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def env(api_stack, tmp_path_factory) -> dict[str, str]:
     return {
@@ -237,7 +243,8 @@ def test_events_follow_shows_a_compaction_as_it_happens(env, trajectory, replay)
 
     sid = asyncio.run(_new_hosted(env, trajectory, replay))
     follower = subprocess.Popen(lanes_command("events", sid, "--follow", "--timeout", "60", "--json"), env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                preexec_fn=interruptible)
     try:
         sent = lanes(env, "send", sid, trajectory.task, "--wait")
         assert sent.returncode == 0, sent.stderr

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from lanes_client import LanesClient
-from tests.cli.test_cli import REPO, lanes_command
+from tests.cli.test_cli import REPO, interruptible, lanes_command
 from tests.replay.helpers import require_data
 from worker.local.stack import free_port
 
@@ -31,7 +31,7 @@ def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_p
     dev = subprocess.Popen(lanes_command("dev", "--replay", "--api-port", str(api_port), "--temporal-port",
                                          str(temporal_port), "--json"),
                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)
+                           start_new_session=True, preexec_fn=interruptible)
     try:
         line = dev.stdout.readline()  # one JSON line once everything is up
         assert line, f"lanes dev exited with {dev.wait(30)}: {dev.stderr.read()[-3000:]}"
