@@ -56,13 +56,22 @@ class RecentCalls(BaseModel):
         del self.calls[:-KEPT_CALLS]
 
 
+# Fields added to ExternalItem after calls were recorded: left out of a digest while unset,
+# so a call recorded before them keeps its digest.
+_LATER_FIELDS = ("extra_ref", "client_id", "client_digest")
+
+
+def json_digest(value: object) -> str:
+    """SHA-256 of ``value`` as canonical JSON (sorted keys, text as is): what a call asked."""
+    body = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def items_digest(items: list[ExternalItem]) -> str:
     """What a call asked, for comparing a repeated key (the API sends a digest of the whole
     body instead: content stored by reference is compared by its text, not its address)."""
-    # a field added later is left out while unset, so calls recorded before it keep their digest
-    body = json.dumps([i.model_dump(mode="json", exclude=set() if i.extra_ref else {"extra_ref"}) for i in items],
-                      sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    return json_digest([i.model_dump(mode="json", exclude={f for f in _LATER_FIELDS if getattr(i, f) is None})
+                        for i in items])
 
 
 def check_items(state: engine.ContextState | None, items: list[ExternalItem]) -> None:

@@ -58,6 +58,7 @@ from workflows.contract import (
     StepRequest,
     StepResult,
 )
+from workflows.external_calls import json_digest
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.api")
@@ -86,8 +87,7 @@ def _digest(items: list[ItemIn], responses_items: list[ResponsesItemIn] | None =
                       for i in items]
     if responses_items:
         dumped = {"responses_items": [verbatim(i) for i in responses_items]}
-    body = json.dumps(dumped, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    return json_digest(dumped)
 
 
 def _incoming(items: list[ItemIn], responses_items: list[ResponsesItemIn]) -> list[tuple[ItemIn, dict]]:
@@ -137,8 +137,7 @@ class Incoming:
 
 
 def _client_digest(item: ItemIn) -> str:
-    body = json.dumps(item.model_dump(mode="json", exclude={"item_id"}), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+    return json_digest(item.model_dump(mode="json", exclude={"item_id"}))
 
 
 async def _known_items(be: Be, sid: str, items: list[ItemIn]) -> tuple[dict[int, str], dict[int, str]]:
