@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from activities.tokens import count_tool_definitions
-from lanes_client import LanesAPIError, assistant_item, tool_result_item
+from lanes_client import assistant_item, tool_result_item
+from tests.api.test_external_steps import refused
 
 BASH = {"type": "function", "function": {
     "name": "bash", "description": "Run a shell command.",
@@ -33,15 +34,6 @@ def _big_exchange(n: int, chars: int = 12_000) -> list:
     lines = "".join(f"line {i} of output {n}: {'x' * 40}\n" for i in range(chars // 60))
     return [assistant_item({"content": f"reading log {n}", "tool_calls": [_call(f"c{n}")]}),
             tool_result_item(f"c{n}", "bash", lines, 0)]
-
-
-async def _refused(call, status: int, code: str, *words: str) -> LanesAPIError:
-    with pytest.raises(LanesAPIError) as raised:
-        await call
-    assert (raised.value.status, raised.value.code) == (status, code), raised.value
-    for word in words:
-        assert word in raised.value.message, raised.value.message
-    return raised.value
 
 
 async def _raw(client, sid: str) -> list[tuple]:
@@ -90,17 +82,17 @@ async def test_a_declared_recall_tool_is_named_in_placeholders(client_a):
 
 async def test_bad_tool_declarations_are_refused_and_create_nothing(client_a):
     before = len((await client_a.list_sessions(limit=500)).sessions)
-    await _refused(client_a.create_session(mode="hosted", tool_definitions=[BASH]), 422, "invalid",
+    await refused(client_a.create_session(mode="hosted", tool_definitions=[BASH]), 422, "invalid",
                    "external sessions")
-    await _refused(client_a.create_session(mode="external", tool_definitions=[BASH, BASH]), 422, "invalid",
+    await refused(client_a.create_session(mode="external", tool_definitions=[BASH, BASH]), 422, "invalid",
                    "'bash'", "tool_definitions[1]")
-    await _refused(client_a.create_session(mode="external", tools="recall", tool_definitions=[RECALL]), 422,
+    await refused(client_a.create_session(mode="external", tools="recall", tool_definitions=[RECALL]), 422,
                    "invalid", "'recall_observation'", "by tools")
-    await _refused(client_a.create_session(mode="external", recall="tool", tool_definitions=[BASH]), 422,
+    await refused(client_a.create_session(mode="external", recall="tool", tool_definitions=[BASH]), 422,
                    "invalid", "recall 'tool' needs a tool named 'recall_observation'")
-    await _refused(client_a.create_session(mode="hosted", recall="endpoint"), 422, "invalid", "hosted")
+    await refused(client_a.create_session(mode="hosted", recall="endpoint"), 422, "invalid", "hosted")
     bad_name = {"type": "function", "function": {"name": "no spaces allowed"}}
-    await _refused(client_a.create_session(mode="external", tool_definitions=[bad_name]), 422, "invalid", "name")
+    await refused(client_a.create_session(mode="external", tool_definitions=[bad_name]), 422, "invalid", "name")
     assert len((await client_a.list_sessions(limit=500)).sessions) == before
 
 
@@ -122,9 +114,9 @@ async def test_client_item_ids_store_an_item_once_and_refuse_other_content(clien
     assert resent.already_stored == ["u-1"] and resent.item_ids == first.item_ids and resent.repeated
 
     stored = await _raw(client_a, sid)
-    await _refused(client_a.append_items(sid, [{"kind": "user", "text": "changed", "item_id": "u-1"}]), 409,
+    await refused(client_a.append_items(sid, [{"kind": "user", "text": "changed", "item_id": "u-1"}]), 409,
                    "item_id_conflict", "'u-1'", first.item_ids[0])
-    await _refused(client_a.step(sid, [{"kind": "note", "text": "a", "item_id": "n-9"},
+    await refused(client_a.step(sid, [{"kind": "note", "text": "a", "item_id": "n-9"},
                                        {"kind": "note", "text": "b", "item_id": "n-9"}]), 422, "invalid", "'n-9'")
     assert await _raw(client_a, sid) == stored
 

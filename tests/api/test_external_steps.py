@@ -33,12 +33,14 @@ async def _raw(client, sid: str) -> list[tuple]:
         after = page.next_after_seq
 
 
-async def _refused(call, status: int, code: str, *words: str) -> None:
+async def refused(call, status: int, code: str, *words: str) -> LanesAPIError:
+    """The typed API error ``call`` raises, checked for its status, code and message words."""
     with pytest.raises(LanesAPIError) as raised:
         await call
     assert (raised.value.status, raised.value.code) == (status, code), raised.value
     for word in words:
         assert word in raised.value.message, raised.value.message
+    return raised.value
 
 
 async def test_one_call_per_step_appends_and_returns_the_next_request(client_a):
@@ -55,7 +57,7 @@ async def test_one_call_per_step_appends_and_returns_the_next_request(client_a):
     assert again.item_ids == second.item_ids
     assert await _raw(client_a, sid) == before
     # the same step id for another body is refused, naming the id
-    await _refused(client_a.step(sid, _exchange(2), step_id="s-2"), 422, "idempotency_key_reused", "s-2")
+    await refused(client_a.step(sid, _exchange(2), step_id="s-2"), 422, "idempotency_key_reused", "s-2")
     assert await _raw(client_a, sid) == before
     # no items: just the next request
     empty = await client_a.step(sid)
@@ -68,11 +70,11 @@ async def test_an_idempotency_key_reused_for_another_body_is_refused(client_a):
     same = await client_a.append_items(sid, [user_item("hello")], idempotency_key="k-1")
     assert same.item_ids == first.item_ids
     before = await _raw(client_a, sid)
-    await _refused(client_a.append_items(sid, [user_item("something else")], idempotency_key="k-1"),
+    await refused(client_a.append_items(sid, [user_item("something else")], idempotency_key="k-1"),
                    422, "idempotency_key_reused", "k-1")
     big = "x" * 20_000  # stored by reference: still compared by its text
     await client_a.append_items(sid, [{"kind": "note", "text": big}], idempotency_key="k-2")
-    await _refused(client_a.append_items(sid, [{"kind": "note", "text": big + "y"}], idempotency_key="k-2"),
+    await refused(client_a.append_items(sid, [{"kind": "note", "text": big + "y"}], idempotency_key="k-2"),
                    422, "idempotency_key_reused")
     assert len(await _raw(client_a, sid)) == len(before) + 1
 
@@ -81,18 +83,18 @@ async def test_tool_calls_and_results_must_pair_or_the_call_is_refused(client_a)
     sid = (await client_a.create_session(mode="external")).session_id
     await client_a.append_items(sid, [user_item("go")])
     before = await _raw(client_a, sid)
-    await _refused(client_a.append_items(sid, [tool_result_item("ghost", "bash", "out", 0)]),
+    await refused(client_a.append_items(sid, [tool_result_item("ghost", "bash", "out", 0)]),
                    422, "unpaired_tool_call", "ghost")
     await client_a.append_items(sid, [assistant_item({"content": "", "tool_calls": [_call("c1"), _call("c2")]})])
     answered = await _raw(client_a, sid)
     assert len(answered) == len(before) + 1
     # the next turn cannot start while a call has no result; nor can a result answer it twice
-    await _refused(client_a.append_items(sid, [tool_result_item("c1", "bash", "a", 0), user_item("next")]),
+    await refused(client_a.append_items(sid, [tool_result_item("c1", "bash", "a", 0), user_item("next")]),
                    422, "unpaired_tool_call", "c2")
-    await _refused(client_a.append_items(sid, [tool_result_item("c1", "bash", "a", 0),
+    await refused(client_a.append_items(sid, [tool_result_item("c1", "bash", "a", 0),
                                                 tool_result_item("c1", "bash", "a", 0)]),
                    422, "unpaired_tool_call", "c1")
-    await _refused(client_a.step(sid, [assistant_item({"content": "again", "tool_calls": []})]),
+    await refused(client_a.step(sid, [assistant_item({"content": "again", "tool_calls": []})]),
                    422, "unpaired_tool_call", "c1")
     assert await _raw(client_a, sid) == answered
     done = await client_a.step(sid, [tool_result_item("c1", "bash", "a", 0), tool_result_item("c2", "bash", "b", 0)])
