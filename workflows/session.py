@@ -476,10 +476,11 @@ class SessionWorkflow(ContextHandlers):
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
                     self._usage_policy())
-        async with lane.lock:
-            self.lane = lane
-            if cfg.system_prompt is not None:
-                await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
+        # Published only once the system prompt is in it: a context query in between would
+        # answer with an empty working set instead of "still starting".
+        if cfg.system_prompt is not None:
+            await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
+        self.lane = lane
 
     def _lane(self) -> Lane:
         if self.lane is None:
