@@ -11,7 +11,7 @@ from temporalio import activity
 
 from activities import metrics
 from activities.runtime import get_runtime
-from activities.store import EventRow
+from activities.store_rows import EventRow
 from workflows.context import ids
 
 

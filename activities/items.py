@@ -16,7 +16,9 @@ from temporalio import activity
 
 from activities import item_cache, token_memo
 from activities.runtime import get_runtime
-from activities.store import MAX_RECALL_CHARS, EventRow, ItemRow, ObservationNotFound, Store
+from activities.store import MAX_RECALL_CHARS, Store
+from activities.store_errors import ObservationNotFound
+from activities.store_rows import EventRow, ItemRow
 from activities.tokens import count_text_message_tokens
 from workflows import rejections
 from workflows.context import ids

@@ -23,7 +23,8 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.items import finish_item, load_item, read_whole, store_item, stored_item
 from activities.runtime import get_runtime
-from activities.store import EventRow, Store
+from activities.store import Store
+from activities.store_rows import EventRow
 from workflows.context import ids
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, ToolClass

@@ -25,7 +25,7 @@ from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, clien
 from activities.replay import follow_ups
 from activities.requests import PlanDelta, materialise, plan_entries, store_plan
 from activities.runtime import get_runtime
-from activities.store import EventRow
+from activities.store_rows import EventRow
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.ids import MAIN_LANE, MAX_WORKFLOW_TOOL_ARGUMENTS
 from workflows.context.items import Item, Kind

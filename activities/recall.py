@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from activities.store import DEFAULT_RECALL_CHARS, ObservationNotFound, Store
+from activities.store import DEFAULT_RECALL_CHARS, Store
+from activities.store_errors import ObservationNotFound
 from activities.workspace import ToolInputError, ToolOutput, parse_arguments
 from workflows.context.observations import parse_observation_uri, range_address
 

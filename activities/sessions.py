@@ -11,7 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.runtime import get_runtime
-from activities.store import CheckpointNotFound, ToolSetNotFound
+from activities.store_errors import CheckpointNotFound, ToolSetNotFound
 from activities.tokens import count_tool_definitions
 from workflows.session_checkpoint import SessionCheckpoint
 from workflows.tools import tool_specs

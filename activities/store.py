@@ -20,28 +20,42 @@ died mid-commit may report "not inserted" for a row the lost attempt wrote.)
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
-from importlib.resources import files
-from typing import Any, TypeVar
+from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
-from pydantic import BaseModel, Field
+
+from activities.store_errors import (
+    CheckpointNotFound,
+    ObservationConflict,
+    ObservationNotFound,
+    SessionNotFound,
+    StoreError,
+    StoreUnavailable,
+    ToolSetNotFound,
+)
+from activities.store_migrations import apply_migrations
+from activities.store_rows import (
+    ClientIdUse,
+    EventRow,
+    ItemRow,
+    ObservationMeta,
+    ObservationSlice,
+    StoredEvent,
+    decode_json,
+    encode_json,
+    encode_text,
+)
 
 log = logging.getLogger(__name__)
 
 MAX_RECALL_CHARS = 65_536
 DEFAULT_RECALL_CHARS = 16_384
-MIGRATION_LOCK_KEY = 0x6C616E6573  # "lanes": pg_advisory_xact_lock key for migrations
 _INT4_MAX = 2**31 - 1
-_WRAP_KEY = "__lanes_json_b64__"  # lossless wrapper for JSON that jsonb would reject
 REDACTED = "**********"
 
 T = TypeVar("T")
@@ -64,178 +78,6 @@ def redact_url(url: str | None) -> str | None:
         return urlunsplit(parts._replace(netloc=netloc))
     except ValueError:
         return REDACTED
-
-
-class StoreError(RuntimeError):
-    """Base class of the store's errors."""
-
-
-class StoreUnavailable(StoreError):
-    """PostgreSQL could not be reached (after retrying)."""
-
-
-class MigrationError(StoreError):
-    pass
-
-
-class SessionNotFound(StoreError, LookupError):
-    pass
-
-
-class ObservationNotFound(StoreError, LookupError):
-    pass
-
-
-class CheckpointNotFound(StoreError, LookupError):
-    pass
-
-
-class ObservationConflict(StoreError):
-    """An observation id already belongs to another session."""
-
-
-class ToolSetNotFound(StoreError, LookupError):
-    pass
-
-
-class ItemRow(BaseModel):
-    item_id: str = Field(min_length=1)
-    lane: str = Field(min_length=1)
-    seq: int = Field(ge=0)
-    kind: str
-    role: str
-    content: dict[str, Any]  # {text, tool_calls, tool_call_id, tool_name} + small metadata
-    created_at: datetime | None = None  # set by the database
-    client_id: str | None = None  # an external agent's own id of the item (migration 0004)
-    client_digest: str | None = None
-
-
-class ClientIdUse(BaseModel):
-    """A client item id already stored: under which item, holding what."""
-
-    client_id: str
-    item_id: str
-    client_digest: str | None
-
-
-class EventRow(BaseModel):
-    lane: str = Field(min_length=1)
-    seq: int = Field(ge=0)
-    event_id: str = Field(min_length=1)
-    kind: str
-    payload: dict[str, Any] = Field(default_factory=dict)
-
-
-class StoredEvent(EventRow):
-    id: int  # global, increasing; per session in commit order
-    session_id: str
-    created_at: datetime
-
-
-class ObservationMeta(BaseModel):
-    session_id: str
-    obs_id: str
-    item_id: str
-    size_chars: int
-    size_bytes: int  # UTF-8
-    sha256: str  # of the UTF-8 bytes
-    created_at: datetime
-    inserted: bool = False  # True only in the result of the put that created it
-
-
-class ObservationSlice(BaseModel):
-    obs_id: str
-    offset: int
-    limit: int  # effective limit (after capping)
-    text: str
-    total_chars: int
-    next_offset: int | None  # None at the end
-    eof: bool
-
-
-# --- JSON codec ---------------------------------------------------------------------
-
-def encode_json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-        clean = "\\u0000" not in text
-    except UnicodeEncodeError:  # lone surrogates
-        clean = False
-    if clean:
-        return text
-    raw = json.dumps(value, allow_nan=False).encode("ascii")  # escapes everything
-    return json.dumps({_WRAP_KEY: base64.b64encode(raw).decode("ascii")})
-
-
-def decode_json(text: str) -> Any:
-    value = json.loads(text)
-    if isinstance(value, dict) and len(value) == 1 and _WRAP_KEY in value:
-        return json.loads(base64.b64decode(value[_WRAP_KEY]))
-    return value
-
-
-def _encode_text(text: str) -> tuple[bytes, bool]:
-    """UTF-8 bytes of ``text`` and whether PostgreSQL's text type can hold it."""
-    try:
-        return text.encode("utf-8"), "\x00" not in text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass"), False
-
-
-# --- migrations ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode()).hexdigest()
-
-
-def load_migrations() -> list[Migration]:
-    found: dict[int, Migration] = {}
-    for entry in files("activities").joinpath("migrations").iterdir():
-        m = re.fullmatch(r"(\d{4})_([A-Za-z0-9_]+)\.sql", entry.name)
-        if not m:
-            continue
-        version = int(m.group(1))
-        if version in found:
-            raise MigrationError(f"two migrations with version {version:04d}: {found[version].name}, {entry.name}")
-        found[version] = Migration(version, entry.name, entry.read_text(encoding="utf-8"))
-    return [found[v] for v in sorted(found)]
-
-
-async def apply_migrations(conn: asyncpg.Connection) -> list[str]:
-    """Apply pending migrations in one transaction; returns the names applied."""
-    applied_now: list[str] = []
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY,"
-            " name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        done = {r["version"]: r for r in await conn.fetch("SELECT version, name, checksum FROM schema_migrations")}
-        for mig in load_migrations():
-            if mig.version in done:
-                if done[mig.version]["checksum"] != mig.checksum:
-                    raise MigrationError(
-                        f"migration {mig.name} changed after it was applied to this database; "
-                        "add a new migration instead (or recreate a throwaway database)"
-                    )
-                continue
-            await conn.execute(mig.sql)
-            await conn.execute(
-                "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                mig.version, mig.name, mig.checksum,
-            )
-            applied_now.append(mig.name)
-    if applied_now:
-        log.info("applied migrations: %s", ", ".join(applied_now))
-    return applied_now
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -504,7 +346,7 @@ class Store:
 
     async def put_observation(self, session_id: str, obs_id: str, item_id: str, text: str) -> ObservationMeta:
         """Store exact text once; a re-put returns the stored metadata (``inserted=False``)."""
-        data, as_text = _encode_text(text)
+        data, as_text = encode_text(text)
         digest = hashlib.sha256(data).hexdigest()
         created = await self._run(lambda c: c.fetchval(
             """INSERT INTO observations (obs_id, session_id, item_id, text_content, bytes_content,

@@ -27,7 +27,7 @@ from activities.recall import RecallMark, recall
 from activities.replay import recorded_output
 from activities.runtime import Runtime, get_runtime
 from activities.sandbox import SandboxPolicy
-from activities.store import EventRow, ItemRow
+from activities.store_rows import EventRow, ItemRow
 from activities.workspace import ToolOutput, Workspace
 from workflows.context import ids
 from workflows.context.classify import classify_tool

@@ -14,7 +14,8 @@ import pytest
 import activities.runtime as runtime_module
 from activities.items import finish_item, item_row, store_item
 from activities.runtime import configure_runtime
-from activities.store import EventRow, Store
+from activities.store import Store
+from activities.store_rows import EventRow
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
 from tests.condense.condenser_server import CondenserServer
 from worker.settings import Settings

@@ -28,7 +28,8 @@ from activities.lanes import (
     record_handoff,
 )
 from activities.runtime import configure_runtime
-from activities.store import EventRow, Store
+from activities.store import Store
+from activities.store_rows import EventRow
 from worker.settings import Settings
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection, ToolClass

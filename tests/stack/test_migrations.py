@@ -9,7 +9,9 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
-from activities.store import MigrationError, Store, apply_migrations, load_migrations
+from activities.store import Store
+from activities.store_errors import MigrationError
+from activities.store_migrations import apply_migrations, load_migrations
 from worker.local.stack import PostgresHandle, create_database, drop_database
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,8 @@ import pytest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from activities.store import Store, StoreUnavailable
+from activities.store import Store
+from activities.store_errors import StoreUnavailable
 from worker.local.stack import Stack, free_port, kill_process, popen_group, start_postgres, start_temporal
 
 pytestmark = pytest.mark.integration

@@ -10,20 +10,15 @@ import uuid
 import asyncpg
 import pytest
 
-from activities.store import (
-    DEFAULT_RECALL_CHARS,
-    MAX_RECALL_CHARS,
+from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, Store, close_stores, get_store
+from activities.store_errors import (
     CheckpointNotFound,
-    EventRow,
-    ItemRow,
     ObservationConflict,
     ObservationNotFound,
     SessionNotFound,
-    Store,
     StoreUnavailable,
-    close_stores,
-    get_store,
 )
+from activities.store_rows import EventRow, ItemRow
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
-from activities.store import Store, StoreError
+from activities.store import Store
+from activities.store_errors import StoreError
 from lanes_client.schemas import Health, Readiness
 from worker.api import context_routes, external_routes, ledger_routes, subagent_routes
 from worker.api.auth import Authenticator, tokens_from_env

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowHandle
 
-from activities.store import Store, StoreError
+from activities.store import Store
+from activities.store_errors import StoreError
 from worker.api.errors import ApiError, from_temporal, session_not_found, store_unavailable
 from worker.sessions import through_handover
 from worker.settings import Settings, redact_url

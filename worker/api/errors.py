@@ -25,7 +25,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store import StoreUnavailable
+from activities.store_errors import StoreUnavailable
 from workflows import rejections
 
 log = logging.getLogger("lanes.api")

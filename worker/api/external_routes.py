@@ -21,7 +21,8 @@ from fastapi import APIRouter, Body, Header, Path, Query
 from pydantic import ValidationError
 
 from activities.requests import materialise
-from activities.store import EventRow, StoreError
+from activities.store_errors import StoreError
+from activities.store_rows import EventRow
 from activities.tokens import tokenizer_for
 from lanes_client.responses_items import ResponsesItemIn, verbatim
 from lanes_client.schemas import (

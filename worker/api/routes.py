@@ -15,7 +15,8 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request, Resp
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
 
-from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, ObservationNotFound, StoreError
+from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS
+from activities.store_errors import ObservationNotFound, StoreError
 from lanes_client.schemas import (
     MAX_MESSAGE_WAIT_SECONDS,
     OBS_PATTERN,
