@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import item_cache, token_memo
+from activities.events import EventSpec
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ObservationNotFound
@@ -110,6 +111,7 @@ class IngestItemsInput(BaseModel):
     # its observation id too, so that it can enter bounded (see archive_if_oversized).
     bound_above_tokens: int | None = None
     recall: RecallStyle = "tool"  # how placeholders say to read archived text back
+    events: list[EventSpec] = Field(default_factory=list)  # the workflow's deferred events, written with the items
 
 
 # --- content helpers -----------------------------------------------------------------------
@@ -377,7 +379,8 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                                           inp.bound_above_tokens, ext.content_ref or obs_ids[offset],
                                           recall=inp.recall)
         measured.append((item, content))
-    return await store_items(store, inp.session_id, inp.lane, measured, inp.items)
+    return await store_items(store, inp.session_id, inp.lane, measured, inp.items,
+                             [EventRow(**e.model_dump()) for e in inp.events])
 
 
 async def _check_client_ids(store: Store, session_id: str, items: list[ExternalItem], item_ids: list[str]) -> None:

@@ -137,6 +137,7 @@ class Lane:
                 observation_ids=[self.observation_id(seq) for seq in seqs],
                 bound_above_tokens=self.bound_above_tokens,
                 recall=self.state.config.recall,
+                events=self.take_pending_events(),
             ),
             local,
         )

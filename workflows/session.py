@@ -48,7 +48,8 @@ with workflow.unsafe.imports_passed_through():
         TaskStatus,
         submit_text_problem,
     )
-    from workflows.external_calls import RecentCalls, check_items, external_progress, items_digest
+    from workflows.external_calls import RecentCalls, check_items, items_digest
+    from workflows.external_tasks import ExternalTasks
     from workflows.lane import Lane, patched_engine_options
     from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED
     from workflows.lane_payloads import HandoffRef
@@ -64,6 +65,9 @@ with workflow.unsafe.imports_passed_through():
 EPISODE_EVENTS_PATCH = "lane-episode-events"
 # Runs continue as new in every mode (external agents' calls count), not only after model turns.
 CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
+# A new session's lane is published once its system prompt is stored (handlers waiting for it
+# run after that store, not during it).
+LANE_AFTER_SYSTEM_PROMPT_PATCH = "lane-after-system-prompt"
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
 # events and 50 MB; it warns from 10,240 events).
 RUN_HISTORY_EVENTS = 8_000
@@ -81,7 +85,7 @@ def session_tools(config: SessionConfig) -> list[str]:
 
 
 @workflow.defn(name="SessionWorkflow")
-class SessionWorkflow(ContextHandlers):
+class SessionWorkflow(ContextHandlers, ExternalTasks):
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.config = inp.config
@@ -253,7 +257,7 @@ class SessionWorkflow(ContextHandlers):
                 for _ in range(users):
                     await self._begin_external_task()
                 added = await lane.add_external(items)
-                self._external_progress(items)
+                self._external_progress(items, added)
                 return added
             # Repairs first (they may add items: the lane's seqs stay in order), then the items
             # are stored, and only then does the task change: input the activity refuses (a
@@ -261,24 +265,13 @@ class SessionWorkflow(ContextHandlers):
             if users:
                 await self._recover(lane, ongoing=self.external_task)
             task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await
+            await self._defer_switch_events(lane, task_ids)
             stored = await lane.store_external(items, task_ids[-1] if task_ids else lane.state.current_task, local)
             for task_id in task_ids:
                 self._switch_external_task(task_id)
             added = [engine.add_item(lane.state, item) for item in stored]
-            self._external_progress(items)
+            self._external_progress(items, added)
             return added
-
-    def _external_progress(self, items: list[ExternalItem]) -> None:
-        """Turns and task state of an external agent, from what it appended (state only, no
-        command: the status query reports them). The task has answered while its newest item
-        is an assistant turn without tool calls; more items set it running again."""
-        progress = external_progress(items)
-        self.turns += progress.turns_before_user + progress.turns
-        task = self.tasks.get(self.external_task) if self.external_task is not None else None
-        if task is None or task.state not in ("running", "completed"):
-            return
-        task.turns += progress.turns
-        task.state = "completed" if progress.answered else "running"
 
     async def _prepare(self, lane: Lane) -> PreparedRequest:
         """Compact if needed, then plan the next request within the budget (callers hold the lock)."""
@@ -369,7 +362,7 @@ class SessionWorkflow(ContextHandlers):
                 task = self.pending.pop(0)
                 await self._run_task(task.task_id, task.text, task.exhaustive)
             elif self.closed:
-                self._close_external_task()
+                await self._close_external_task()
                 break
             if self._should_continue():
                 await self._continue_as_new(None)
@@ -476,11 +469,17 @@ class SessionWorkflow(ContextHandlers):
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
                     self._usage_policy())
-        # Published only once the system prompt is in it: a context query in between would
-        # answer with an empty working set instead of "still starting".
-        if cfg.system_prompt is not None:
-            await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
-        self.lane = lane
+        if workflow.patched(LANE_AFTER_SYSTEM_PROMPT_PATCH):
+            # Published only once the system prompt is in it: a context query in between
+            # would answer an empty working set instead of "still starting".
+            if cfg.system_prompt is not None:
+                await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
+            self.lane = lane
+            return
+        async with lane.lock:  # runs recorded before: handlers waiting for the lane ran in between
+            self.lane = lane
+            if cfg.system_prompt is not None:
+                await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
 
     def _lane(self) -> Lane:
         if self.lane is None:
@@ -509,34 +508,6 @@ class SessionWorkflow(ContextHandlers):
         self.next_task += 1
         return task_id
 
-    async def _begin_external_task(self) -> None:
-        """In external mode each user message starts a task (ending the previous one)."""
-        lane = self._lane()
-        state = lane.state
-        if self.external_task is not None and state.current_task == self.external_task:
-            engine.end_task(state, self.external_task)
-            self.tasks[self.external_task].state = "completed"
-        await self._recover(lane)
-        self.external_task = self._new_task_id()
-        self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
-        engine.begin_task(state, self.external_task)
-
-    def _close_external_task(self) -> None:
-        """A closed session's external task is over (state only: the status says so)."""
-        task = self.tasks.get(self.external_task) if self.external_task is not None else None
-        if task is not None and task.state == "running":
-            task.state = "completed"
-
-    def _switch_external_task(self, task_id: str) -> None:
-        """End the running external task and begin ``task_id`` (engine state only: repairs ran before)."""
-        state = self._lane().state
-        if self.external_task is not None and state.current_task == self.external_task:
-            engine.end_task(state, self.external_task)
-            self.tasks[self.external_task].state = "completed"
-        self.external_task = task_id
-        self.tasks[task_id] = TaskStatus(task_id=task_id, state="running")
-        engine.begin_task(state, task_id)
-
     async def _recover(self, lane: Lane, ongoing: str | None = None) -> None:
         """Before admitting a task: repair stale lane ownership (a task that still owns the
         lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
@@ -551,6 +522,8 @@ class SessionWorkflow(ContextHandlers):
             if stale in self.tasks and self.tasks[stale].state == "running":
                 self.tasks[stale].state = "failed"
                 self.tasks[stale].error = "abandoned by recovery: another task was admitted while it owned the lane"
+                if task_log.events_on():  # written with the recovery's event below
+                    await lane.defer_event(task_log.FAILED, task_log.payload(task_log.FAILED, self.tasks[stale]))
             if self.external_task == stale:
                 self.external_task = None
             if closed and workflow.patched(EPISODE_EVENTS_PATCH):

@@ -26,17 +26,21 @@ def events_on() -> bool:
     return workflow.patched(TASK_EVENTS_PATCH)
 
 
-async def log(lane: Lane, kind: str, status: TaskStatus) -> None:
-    """One task event: ids, counts and the cause of a failure (never content)."""
-    payload: dict[str, object] = {"task_id": status.task_id}
+def payload(kind: str, status: TaskStatus) -> dict[str, object]:
+    """A task event's payload: ids, counts and the cause of a failure (never content)."""
+    out: dict[str, object] = {"task_id": status.task_id}
     if kind in (COMPLETED, FAILED):
-        payload["turns"] = status.turns
+        out["turns"] = status.turns
     if kind == COMPLETED:
-        payload["answer_item_id"] = status.answer_item_id
+        out["answer_item_id"] = status.answer_item_id
     if kind == FAILED:
-        payload["error"] = status.error
-        payload["error_type"] = status.error_type
-    await lane.log_event(kind, payload)
+        out["error"] = status.error
+        out["error_type"] = status.error_type
+    return out
+
+
+async def log(lane: Lane, kind: str, status: TaskStatus) -> None:
+    await lane.log_event(kind, payload(kind, status))
 
 
 def failure_cause(error: ActivityError) -> tuple[str, str]:

@@ -6,6 +6,7 @@ conclusion in the request right after its task ended."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx
@@ -168,3 +169,37 @@ async def test_an_ended_explorations_conclusion_is_in_the_request_right_after_it
     assert "tests/test_time.py: now()" not in text  # the exploration's traffic left the request
     assert conclusion in text  # its conclusion did not
     assert (await client_a.context(sid)).episodes[0].status == "completed"  # not archived: in the markers
+
+
+async def test_external_tasks_log_their_events_and_answer_by_task(client_a):
+    """An external agent's task starts with its user message and ends with the next one or
+    with the session's close; its answer is the assistant turn it ended on."""
+    sid = (await client_a.create_session(mode="external")).session_id
+    await client_a.step(sid, [user_item("What is in the tree?")])
+    await client_a.step(sid, [
+        {"kind": "assistant", "text": "", "tool_calls": [{"id": "c1", "name": "bash", "arguments": '{"cmd": "ls"}'}]},
+        {"kind": "tool_result", "tool_call_id": "c1", "tool_name": "bash", "text": "README.md\nsrc\n"},
+    ])
+    answered = await client_a.step(sid, [{"kind": "assistant", "text": "A README and src."}])
+    first = (await client_a.status(sid)).tasks[0]
+    assert (first.state, first.turns, first.answer_item_id) == ("completed", 2, answered.item_ids[0])
+    task = await client_a.get_task(sid, first.task_id)
+    assert task.answer is not None and task.answer.text == "A README and src."
+
+    # two user messages in one call: the first of them is a task that ends at once
+    await client_a.append_items(sid, [user_item("And in src?"), user_item("Never mind: list tests.")])
+    await client_a.cancel_session(sid)
+    for _ in range(100):  # the close is a signal: its event is written once the workflow acts on it
+        events = [(e.kind, e.payload["task_id"]) for e in await _events(client_a, sid, "task.")]
+        if len(events) == 6:
+            break
+        await asyncio.sleep(0.2)
+    tasks = (await client_a.status(sid)).tasks
+    ids_ = [t.task_id for t in tasks]
+    assert len(ids_) == 3 and all(t.state == "completed" for t in tasks), tasks
+    assert events == [("task.started", ids_[0]), ("task.completed", ids_[0]),
+                      ("task.started", ids_[1]), ("task.completed", ids_[1]),
+                      ("task.started", ids_[2]), ("task.completed", ids_[2])]
+    completed = [e.payload for e in await _events(client_a, sid, "task.completed")]
+    assert completed[0] == {"task_id": ids_[0], "turns": 2, "answer_item_id": answered.item_ids[0]}
+    assert completed[2]["answer_item_id"] is None  # closed before it answered

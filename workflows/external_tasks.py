@@ -1,0 +1,110 @@
+"""``SessionWorkflow``'s bookkeeping of external-agent tasks: each user message an external
+agent appends begins a task and ends the one before; the task's turns, state and answer
+follow what the agent appends (state only: the status query reports them). A base class,
+so that the workflow module stays about the session itself.
+
+Task events: a task ended by the next user message or by the session's close is logged
+``task.completed`` (with its answer item when it had answered), the new one ``task.started``;
+a task abandoned by recovery is ``task.failed`` (logged by the recovery). The events ride
+with the activity that stores the user message, so a step costs no extra activity; runs
+recorded before them replay without (``EXTERNAL_TASK_EVENTS_PATCH``).
+
+Workflow code only.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import task_events as task_log
+    from workflows.context import engine
+    from workflows.context.items import Item
+    from workflows.contract import ExternalItem, TaskStatus
+    from workflows.external_calls import external_progress
+    from workflows.lane import Lane
+
+EXTERNAL_TASK_EVENTS_PATCH = "external-task-events"
+
+
+class ExternalTasks:
+    lane: Lane | None
+    tasks: dict[str, TaskStatus]
+    external_task: str | None
+    turns: int
+
+    def _lane(self) -> Lane:  # SessionWorkflow's
+        raise NotImplementedError
+
+    def _new_task_id(self) -> str:  # SessionWorkflow's
+        raise NotImplementedError
+
+    async def _recover(self, lane: Lane, ongoing: str | None = None) -> None:  # SessionWorkflow's
+        raise NotImplementedError
+
+    def _external_events_on(self) -> bool:
+        return task_log.events_on() and workflow.patched(EXTERNAL_TASK_EVENTS_PATCH)
+
+    async def _begin_external_task(self) -> None:
+        """A user message under engine rules 1: end the task before, repair, begin the next."""
+        lane = self._lane()
+        state = lane.state
+        if self.external_task is not None and state.current_task == self.external_task:
+            engine.end_task(state, self.external_task)
+            self.tasks[self.external_task].state = "completed"
+        await self._recover(lane)
+        self.external_task = self._new_task_id()
+        self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
+        engine.begin_task(state, self.external_task)
+
+    def _switch_external_task(self, task_id: str) -> None:
+        """End the running external task and begin ``task_id`` (engine state only: repairs ran
+        before; the events were deferred to the activity that stored the user message)."""
+        state = self._lane().state
+        if self.external_task is not None and state.current_task == self.external_task:
+            engine.end_task(state, self.external_task)
+            self.tasks[self.external_task].state = "completed"
+        self.external_task = task_id
+        self.tasks[task_id] = TaskStatus(task_id=task_id, state="running")
+        engine.begin_task(state, task_id)
+
+    async def _defer_switch_events(self, lane: Lane, task_ids: list[str]) -> None:
+        """``task.completed`` of the running task and ``task.started`` of each of ``task_ids``,
+        in the order the switches will happen, taken by the lane's next activity."""
+        if not task_ids or not self._external_events_on():
+            return
+        ending = self.external_task
+        if ending is not None and lane.state.current_task == ending and ending in self.tasks:
+            await lane.defer_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, self._ended(ending)))
+        for n, task_id in enumerate(task_ids):
+            started = TaskStatus(task_id=task_id, state="running")
+            await lane.defer_event(task_log.STARTED, task_log.payload(task_log.STARTED, started))
+            if n < len(task_ids) - 1:  # a batch with two user messages: the first task ends at once
+                await lane.defer_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, started))
+
+    def _ended(self, task_id: str) -> TaskStatus:
+        """The status a task ends with: completed, its answer only if it had answered."""
+        return self.tasks[task_id].model_copy(update={"state": "completed"})
+
+    async def _close_external_task(self) -> None:
+        """A closed session's external task is over."""
+        task = self.tasks.get(self.external_task) if self.external_task is not None else None
+        if task is None or task.state not in ("running", "completed"):
+            return
+        task.state = "completed"
+        lane = self.lane
+        if lane is not None and lane.state.current_task == task.task_id and self._external_events_on():
+            await lane.log_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, task))
+
+    def _external_progress(self, items: list[ExternalItem], added: list[Item]) -> None:
+        """Turns, state and answer of the external task, from what the agent appended. The task
+        has answered while its newest item is an assistant turn without tool calls; more
+        items set it running again."""
+        progress = external_progress(items)
+        self.turns += progress.turns_before_user + progress.turns
+        task = self.tasks.get(self.external_task) if self.external_task is not None else None
+        if task is None or task.state not in ("running", "completed"):
+            return
+        task.turns += progress.turns
+        task.state = "completed" if progress.answered else "running"
+        task.answer_item_id = added[-1].id if progress.answered and added else None
