@@ -5,8 +5,9 @@ Defaults decided here apply to sessions created from now on (a running session k
 config it started with): the model's context window from the table of known windows
 (``workflows/context/model_windows.py``; an unknown model keeps ``LANES_CONTEXT_WINDOW``
 and the engine's 8,000 fallback ceiling for capability context), LLM compaction on for
-hosted sessions that call a live model (not replays, not external agents), with the
-session's own model as the condenser unless ``LANES_CONDENSER_MODEL`` or the body names one.
+hosted sessions that call a live model (not replays), with the session's own model as the
+condenser unless ``LANES_CONDENSER_MODEL`` or the body names one, and on for external
+agents' sessions when ``LANES_CONDENSER_MODEL`` and a model endpoint are configured.
 """
 
 from __future__ import annotations
@@ -48,14 +49,16 @@ def model_window(body: SessionCreate, settings: Settings, model: str) -> tuple[i
     return settings.context_window, declared
 
 
-def _compaction(body: SessionCreate, settings: Settings, model: str) -> dict[str, Any]:
+def compaction_config(body: SessionCreate, settings: Settings, model: str) -> dict[str, Any]:
     given = body.compaction.model_dump(exclude_none=True) if body.compaction is not None else {}
+    explicit = "condenser_model" in settings.model_fields_set and settings.condenser_model
     # On by default for hosted sessions calling a live model; a replay's recording has no
-    # condenser answers, and an external agent's model may not be one the workers reach.
-    enabled = given.get("enabled", body.mode == "hosted" and body.replay is None)
+    # condenser answers. An external agent's own model may not be one the workers reach: its
+    # sessions condense by default only with a condenser the operator named and an endpoint.
+    external_default = bool(explicit) and settings.model_endpoint() is not None
+    enabled = given.get("enabled", body.replay is None and (body.mode == "hosted" or external_default))
     values = {**given, "enabled": enabled}
     if enabled and "condenser_model" not in values:
-        explicit = "condenser_model" in settings.model_fields_set and settings.condenser_model
         values["condenser_model"] = settings.condenser_model if explicit else model
     return values
 
@@ -118,7 +121,7 @@ def session_config(body: SessionCreate, session_id: str, tenant: str, request: R
         values["generated_role"] = body.generated_role
     if body.subagents is not None:
         values["subagents"] = body.subagents.model_dump(exclude_none=True)
-    values["compaction"] = _compaction(body, settings, model)
+    values["compaction"] = compaction_config(body, settings, model)
     if body.prices is not None:
         values["prices"] = {name: price.model_dump() for name, price in body.prices.items()}
     if body.replay is not None:
