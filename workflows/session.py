@@ -106,6 +106,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         # by clients), so the hand-over is not postponed by every call that keeps arriving.
         self.handing_over = False
         self.recent_calls = RecentCalls()
+        self.end_refusals = exhaustive.RefusalTracker()  # exhaustive tasks ended early
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
         self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
         self.loop = AgentLoop(LoopSettings(
@@ -561,7 +562,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
                 self.turns_this_run += 1
                 async with lane.lock:
                     outcome = await self.loop.step(lane, task_id, turn)
-                    done = outcome.done and not await exhaustive.refuse_incomplete_end(lane, task_id, turn)
+                    done = outcome.done and not await exhaustive.refuse_incomplete_end(lane, task_id, turn, self.end_refusals)
                 if done:
                     status.state, status.answer_item_id = "completed", outcome.answer.id
                     break
@@ -573,8 +574,8 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         except ActivityError as error:
             status.state = "failed"
             status.error, status.error_type = task_log.failure_cause(error)
-        except ApplicationError as error:  # raised in workflow code: the request does not fit
-            if error.type != rejections.REQUEST_UNFIT:
+        except ApplicationError as error:  # raised in workflow code: the request does not fit, or an
+            if error.type not in (rejections.REQUEST_UNFIT, exhaustive.INCOMPLETE_COVERAGE):  # end refused too often
                 raise
             status.state, status.error, status.error_type = "failed", str(error), error.type
         async with lane.lock:

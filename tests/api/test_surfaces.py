@@ -170,6 +170,19 @@ async def test_an_exhaustive_task_refuses_to_end_with_unread_ranges(client_a, sc
     second = _requests_of(scripted, model)[1]
     assert any("cannot end" in str(m.get("content")) and obs in str(m.get("content")) for m in second["messages"])
 
+    # a model that keeps answering without reading fails the task after three refusals in a row
+    stubborn = model + "-stubborn"
+    scripted.add(stubborn, [{"content": f"done, really ({n})"} for n in range(6)], sequential=True)
+    stuck = (await client_a.create_session(model=stubborn, budget_tokens=4_000, tools="recall",
+                                           compaction={"enabled": False})).session_id
+    failed = await client_a.send_message(stuck, text, wait=60, exhaustive=True)
+    assert failed.task is not None and failed.task.state == "failed", failed.task
+    assert failed.task.error_type == "IncompleteCoverage" and "without reading anything new" in failed.task.error
+    assert failed.task.turns == 4
+    idle = [r.payload["idle_refusals"] for r in await _events(client_a, stuck, "task.end.refused")]
+    assert idle == [1, 2, 3]
+    assert [e.payload["error_type"] for e in await _events(client_a, stuck, "task.failed")] == ["IncompleteCoverage"]
+
     # a task that is not exhaustive ends at its first answer
     scripted.add(model + "-plain", [{"content": "short answer"}])
     plain = (await client_a.create_session(model=model + "-plain", budget_tokens=4_000, tools="recall")).session_id
