@@ -99,7 +99,7 @@ async def submit(handle: WorkflowHandle, text: str) -> str:
 
 
 async def status(handle: WorkflowHandle) -> SessionStatus:
-    return await handle.query(SessionWorkflow.status)
+    return await _query_when_ready(handle, SessionWorkflow.status)
 
 
 async def context(handle: WorkflowHandle) -> ContextReport:

@@ -318,6 +318,18 @@ class PreparedRequest(BaseModel):
     request_event: EventSpec | None = None
 
 
+class ReportedUsage(BaseModel):
+    """An external agent's provider counts for the call it made with the session's last
+    prepared request. ``price``: the API's LANES_PRICES entry for the model, used when the
+    session has no price of its own."""
+
+    prompt: int = Field(ge=0)
+    cached: int = Field(0, ge=0)
+    completion: int = Field(0, ge=0)
+    model: str | None = None
+    price: ModelPrice | None = None
+
+
 class StepRequest(BaseModel):
     """One step of an external agent in one call: the items since its last request, then
     the next request. ``step_id`` makes it idempotent (like ``AppendItemsRequest.key``)."""
@@ -325,6 +337,7 @@ class StepRequest(BaseModel):
     items: list[ExternalItem] = Field(default_factory=list, max_length=100)
     step_id: str | None = Field(default=None, min_length=1, max_length=200)
     digest: str | None = Field(default=None, max_length=128)
+    usage: ReportedUsage | None = None
 
 
 class StepResult(BaseModel):

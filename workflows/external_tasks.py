@@ -1,7 +1,8 @@
 """``SessionWorkflow``'s bookkeeping of external-agent tasks: each user message an external
 agent appends begins a task and ends the one before; the task's turns, state and answer
-follow what the agent appends (state only: the status query reports them). A base class,
-so that the workflow module stays about the session itself.
+follow what the agent appends (state only: the status query reports them); the provider
+counts the agent reports with a step go into the session's usage and calibration. A base
+class, so that the workflow module stays about the session itself.
 
 Task events: a task ended by the next user message or by the session's close is logged
 ``task.completed`` (with its answer item when it had answered), the new one ``task.started``;
@@ -20,9 +21,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows import task_events as task_log
     from workflows.context import engine
     from workflows.context.items import Item
-    from workflows.contract import ExternalItem, TaskStatus
+    from workflows.context.usage import CallUsage, cost_units
+    from workflows.contract import ExternalItem, ReportedUsage, TaskStatus
     from workflows.external_calls import external_progress
     from workflows.lane import Lane
+    from workflows.usage import record_usage
 
 EXTERNAL_TASK_EVENTS_PATCH = "external-task-events"
 
@@ -32,6 +35,7 @@ class ExternalTasks:
     tasks: dict[str, TaskStatus]
     external_task: str | None
     turns: int
+    prepared_tokens: int
 
     def _lane(self) -> Lane:  # SessionWorkflow's
         raise NotImplementedError
@@ -41,6 +45,17 @@ class ExternalTasks:
 
     async def _recover(self, lane: Lane, ongoing: str | None = None) -> None:  # SessionWorkflow's
         raise NotImplementedError
+
+    async def _record_reported_usage(self, lane: Lane, usage: ReportedUsage, defer: bool) -> None:
+        """The agent's provider counts for the last request prepared: the session's totals and
+        cost, and a calibration sample against our count of that request (none before the
+        first request, or for another model's call)."""
+        model = usage.model or lane.data.model
+        price = lane.usage.price(model) or usage.price
+        call = CallUsage(prompt=usage.prompt, cached=usage.cached, completion=usage.completion,
+                         estimate=self.prepared_tokens if model == lane.data.model else 0,
+                         cost=cost_units(price, usage.prompt, usage.cached, usage.completion))
+        await record_usage(lane, "agent", model, call, defer=defer)
 
     def _external_events_on(self) -> bool:
         return task_log.events_on() and workflow.patched(EXTERNAL_TASK_EVENTS_PATCH)

@@ -91,6 +91,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         self.config = inp.config
         if "mode" not in inp.config.model_fields_set:  # started before modes existed: it takes either kind of call
             self.config.mode = None
+        self.restoring = inp.checkpoint_id is not None  # a run continued as new: its state comes from a checkpoint
         self.next_task = 0
         self.turns = 0
         self.closed = False
@@ -107,6 +108,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         self.handing_over = False
         self.recent_calls = RecentCalls()
         self.end_refusals = exhaustive.RefusalTracker()  # exhaustive tasks ended early
+        self.prepared_tokens = 0  # our count of the last request prepared for an external agent (0: none yet)
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
         self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
         self.loop = AgentLoop(LoopSettings(
@@ -181,6 +183,8 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
 
     @workflow.query
     def status(self) -> SessionStatus:
+        if self.lane is None and self.restoring:  # tasks, turns and usage are in the checkpoint still
+            raise rejections.still_starting("session")
         return SessionStatus(
             session_id=self.config.session_id,
             tasks=list(self.tasks.values()),
@@ -230,6 +234,8 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             digest = (request.digest or items_digest(request.items)) if request.step_id else ""
             done = self.recent_calls.repeated(request.step_id, digest)
             if done is None:
+                if request.usage is not None:  # before the items: its event goes with their activity
+                    await self._record_reported_usage(lane, request.usage, defer=bool(request.items))
                 item_ids = [i.id for i in await self._append(lane, request.items, local=True)] if request.items else []
                 self.recent_calls.record(request.step_id, digest, item_ids)
             prepared = await self._prepare(lane)
@@ -279,6 +285,8 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         await lane.compact_if_needed(self.config.compaction)
         await lane.assemble()
         _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
+        # what the provider will count: the conversation, capability context and tool definitions
+        self.prepared_tokens = plan.total_tokens + plan.capability_tokens + lane.state.config.tool_definition_tokens
         engine.end_step(lane.state)  # one request is one model step: step-scoped capabilities leave
         return PreparedRequest(
             # the API writes it with the request (no extra activity per step), keyed by the seq
@@ -405,6 +413,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             children=self.subagents.kept_children(),
             next_child=self.subagents.next_child,
             recent_calls=self.recent_calls,
+            prepared_tokens=self.prepared_tokens,
         )
 
     async def _continue_as_new(self, running: RunningTask | None) -> None:
@@ -444,6 +453,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         self.subagents.children = {c.lane: c for c in checkpoint.children}
         self.subagents.next_child = checkpoint.next_child
         self.recent_calls = checkpoint.recent_calls
+        self.prepared_tokens = checkpoint.prepared_tokens
 
     async def _start(self) -> None:
         cfg = self.config

@@ -41,3 +41,4 @@ class SessionCheckpoint(BaseModel):
     children: list[ChildLane] = Field(default_factory=list)  # subagent lanes (running ones and recent)
     next_child: int = 0
     recent_calls: RecentCalls = Field(default_factory=RecentCalls)  # keyed external calls, for idempotency
+    prepared_tokens: int = 0  # our count of the last request prepared for an external agent (its usage's estimate)

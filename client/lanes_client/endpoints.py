@@ -45,6 +45,7 @@ from lanes_client.schemas import (
     StoredItemOut,
     StoredItemPage,
     TaskOut,
+    UsageIn,
 )
 from lanes_client.shapes import ChildLane, ContextReport, RequestFormat, SessionStatus, SpawnResult
 
@@ -195,10 +196,15 @@ def next_request(session_id: str, *, format: RequestFormat = "chat") -> Call[Pre
 
 def step(session_id: str, items: Iterable[ItemIn | Mapping[str, Any]] = (), *,
          step_id: str | None = None, responses_items: Iterable[Mapping[str, Any]] = (),
-         format: RequestFormat = "chat") -> Call[StepOut]:
+         format: RequestFormat = "chat", usage: UsageIn | Mapping[str, Any] | None = None) -> Call[StepOut]:
     """One round trip per agent step: append ``items`` (or ``responses_items``), get the next
-    request as ``format`` lays it out. ``step_id`` (default: a new one per call) makes retries safe."""
+    request as ``format`` lays it out. ``step_id`` (default: a new one per call) makes retries safe.
+    ``usage``: the provider's counts for the call made with the previous request (an OpenAI
+    ``usage`` object's prompt/cached/completion tokens): the session's totals, cost and
+    calibrated token ratio follow them."""
     body: dict[str, Any] = {"items": _items_body(items), "step_id": step_id or new_key(), "format": format}
+    if usage is not None:
+        body["usage"] = usage.model_dump(exclude_none=True) if isinstance(usage, UsageIn) else dict(usage)
     if responses := [dict(i) for i in responses_items]:
         body["responses_items"] = responses
     return Call("POST", session_path(session_id, "steps"), _model(StepOut), json=body)

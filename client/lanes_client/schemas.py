@@ -333,15 +333,33 @@ class AppendItemsOut(BaseModel):
     already_stored: list[str] = Field(default_factory=list)  # client item ids stored by an earlier call
 
 
+class UsageIn(Strict):
+    """What the provider reported for the model call the agent made with the request this
+    session prepared last (its ``usage``): totals, cost and the calibrated token ratio follow it."""
+
+    prompt_tokens: int = Field(ge=0, le=100_000_000)
+    cached_tokens: int = Field(0, ge=0, le=100_000_000, description="of prompt_tokens, served from the cache")
+    completion_tokens: int = Field(0, ge=0, le=100_000_000)
+    model: str | None = Field(None, min_length=1, max_length=200, description="default: the session's model")
+
+    @model_validator(mode="after")
+    def _cached_within_prompt(self) -> UsageIn:
+        if self.cached_tokens > self.prompt_tokens:
+            raise ValueError("cached_tokens cannot exceed prompt_tokens")
+        return self
+
+
 class StepIn(Strict):
     """One agent step in one call: the items since the last request (may be none), then the
-    next request. ``step_id`` makes a retry safe: the same id and body answer the same items."""
+    next request. ``step_id`` makes a retry safe: the same id and body answer the same items.
+    ``usage``: the provider's counts for the call made with the previous request."""
 
     step_id: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")
     items: list[ItemIn] = Field(default_factory=list, max_length=100)
     responses_items: list[ResponsesItemIn] = Field(default_factory=list, max_length=400,
                                                    description=RESPONSES_ITEMS_DESCRIPTION)
     format: RequestFormat = Field("chat", description="the format of the request returned (see GET /request)")
+    usage: UsageIn | None = None
 
     @model_validator(mode="after")
     def _one_list(self) -> StepIn:

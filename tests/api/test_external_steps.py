@@ -137,3 +137,44 @@ async def test_sessions_continue_as_new_under_a_client_that_does_not_notice(clie
     async with httpx.AsyncClient(base_url=api_stack.base_url,
                                  headers={"Authorization": f"Bearer {api_stack.token_a}"}) as http:
         assert (await http.get(f"/v1/sessions/{sid}/status")).status_code == 200
+
+
+async def test_reported_usage_gives_totals_cost_and_a_calibrated_budget(client_a, api_stack):
+    """An agent reporting its provider's counts with each step (1.3× ours): the session's
+    totals are their sum, the ratio converges on 1.3 and the budget is planned against it;
+    a retried step is counted once, and bad counts are refused naming the field."""
+    budget = 6_000
+    sid = (await client_a.create_session(mode="external", model="ext-usage", budget_tokens=budget, updates_per_run=10,
+                                         prices={"ext-usage": {"input": 2.0, "cached_input": 0.5, "output": 8.0}})
+           ).session_id
+    step = await client_a.step(sid, [user_item("walk the tree")], step_id="u-0")
+    sent: list[tuple[int, int, int]] = []
+    for n in range(1, 15):  # more steps than a run takes: the totals go on across continue-as-new
+        prompt = round(step.request.token_estimate * 1.3)
+        counts = (prompt, prompt // 2, 40)
+        sent.append(counts)
+        usage = {"prompt_tokens": counts[0], "cached_tokens": counts[1], "completion_tokens": counts[2]}
+        step = await client_a.step(sid, _exchange(n), step_id=f"u-{n}", usage=usage)
+        if n == 3:  # the answer was lost: the retry is not counted again
+            again = await client_a.step(sid, _exchange(n), step_id=f"u-{n}", usage=usage)
+            assert again.item_ids == step.item_ids
+    usage = (await client_a.status(sid)).usage
+    assert (usage.prompt, usage.cached, usage.completion, usage.calls) == (
+        sum(p for p, _, _ in sent), sum(c for _, c, _ in sent), sum(o for _, _, o in sent), len(sent))
+    expected_cost = sum(((p - c) * 2.0 + c * 0.5 + o * 8.0) / 1_000_000 for p, c, o in sent)
+    assert usage.cost == pytest.approx(expected_cost)
+    assert usage.by_kind["agent"].calls == len(sent)
+    calibration = usage.calibration["ext-usage"]
+    assert calibration.samples == len(sent) and calibration.ratio == pytest.approx(1.3, abs=0.01)
+    assert step.request.budget <= int(budget / calibration.ratio)  # planned against budget / ratio
+    events = [e async for e in client_a.iter_events(sid) if e.kind == "model.usage"]
+    assert [e.payload["prompt"] for e in events] == [p for p, _, _ in sent]
+
+    async with httpx.AsyncClient(base_url=api_stack.base_url, timeout=30,
+                                 headers={"Authorization": f"Bearer {api_stack.token_a}"}) as raw:
+        for bad, field in (({"prompt_tokens": -1}, "prompt_tokens"),
+                           ({"prompt_tokens": 10, "cached_tokens": 11}, "cached_tokens"),
+                           ({"cached_tokens": 1}, "prompt_tokens")):
+            answer = await raw.post(f"/v1/sessions/{sid}/steps", json={"items": [], "usage": bad})
+            assert answer.status_code == 422 and field in answer.text, answer.text
+    assert (await client_a.status(sid)).usage.calls == len(sent)

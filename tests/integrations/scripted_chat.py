@@ -2,7 +2,9 @@
 
 It answers the n-th call with the n-th scripted message whatever the request holds (a
 compacted request no longer shows how many turns came before), over real HTTP, and keeps
-every request body it received so a test can check what the model was really sent.
+every request body it received so a test can check what the model was really sent. Its
+``usage`` counts are made up from the request's size (about 4 characters a token, a quarter
+of it cached) and kept too, so a test can check what reached the session.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class ScriptedChat:
     def __init__(self, script: list[dict[str, Any]]) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.usages: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         app = FastAPI()
 
@@ -36,11 +39,17 @@ class ScriptedChat:
             if n >= len(self.script):
                 raise HTTPException(400, f"the script has {len(self.script)} answers; this is call {n + 1}")
             message = self.script[n]
+            prompt = len(json.dumps(body.get("messages", []))) // 4 + 1
+            usage = {"prompt_tokens": prompt, "completion_tokens": len(json.dumps(message)) // 4 + 1,
+                     "prompt_tokens_details": {"cached_tokens": prompt // 4}}
+            usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+            with self._lock:
+                self.usages.append(usage)
             return {
                 "id": f"scripted-{n}", "object": "chat.completion", "created": 0, "model": body.get("model", "scripted"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": None, **message},
                              "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                "usage": usage,
             }
 
         self._http = ThreadedServer(app)

@@ -8,7 +8,7 @@ import asyncio
 
 from lanes_client.schemas import TaskAnswer, TaskOut
 from worker.api.backend import QUERY_TIMEOUT, Backend
-from worker.api.errors import not_found
+from worker.api.errors import ApiError, not_found
 from workflows.contract import SessionStatus, TaskStatus
 from workflows.session import SessionWorkflow
 
@@ -45,7 +45,13 @@ async def wait_for_task(be: Backend, session_id: str, task_id: str, seconds: flo
     deadline = loop.time() + seconds
     polls = 0
     while True:
-        task = find_task(await session_status(be, session_id), task_id)
+        try:
+            task = find_task(await session_status(be, session_id), task_id)
+        except ApiError as error:  # a run continuing as new restores its checkpoint: a moment
+            if error.code != "starting" or loop.time() >= deadline:
+                raise
+            await asyncio.sleep(POLL_SECONDS[-1])
+            continue
         remaining = deadline - loop.time()
         if task.finished or remaining <= 0:
             return task

@@ -41,13 +41,16 @@ from lanes_client.schemas import (
     StoredItemOut,
     StoredItemPage,
     ToolCallIn,
+    UsageIn,
 )
+from worker.api.backend import Backend, SessionRow
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import COMMON_RESPONSES, IDEMPOTENCY_KEY, ITEM_ID_PATTERN, Be, Owned
 from workflows.context import ids
 from workflows.context.content import ToolCall
 from workflows.context.formats.request_formats import RequestFormat
 from workflows.context.formats.responses_input import FormatError, from_responses_items
+from workflows.context.usage import price_for
 from workflows.contract import (
     AppendItemsRequest,
     CondenseRequest,
@@ -56,6 +59,7 @@ from workflows.contract import (
     EpisodeEnd,
     ExternalItem,
     PreparedRequest,
+    ReportedUsage,
     StepRequest,
     StepResult,
 )
@@ -279,7 +283,8 @@ async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     given = _incoming(body.items, body.responses_items)
     incoming = await _external_items(be, sid, given, body.step_id)
     request = StepRequest(items=incoming.items, step_id=body.step_id,
-                          digest=None if body.step_id is None else _digest(body.items, body.responses_items))
+                          digest=None if body.step_id is None else _digest(body.items, body.responses_items),
+                          usage=_reported(body.usage, row, be))
     update_id = _update_id("step", body.step_id, request.digest)
     result: StepResult = await be.temporal(
         sid, "take the step", lambda h: h.execute_update(SessionWorkflow.step, request, id=update_id))
@@ -287,6 +292,16 @@ async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=result.repeated,
                    already_stored=incoming.already_stored,
                    request=await _request_out(be, sid, result.request, body.format))
+
+
+def _reported(usage: UsageIn | None, row: SessionRow, be: Backend) -> ReportedUsage | None:
+    """The agent's provider counts, with this API's price of the model (the session's own
+    prices, when it has some, win in the workflow)."""
+    if usage is None:
+        return None
+    model = usage.model or str(row.config.get("model") or "")
+    return ReportedUsage(prompt=usage.prompt_tokens, cached=usage.cached_tokens, completion=usage.completion_tokens,
+                         model=model or None, price=price_for(be.settings.prices, model))
 
 
 @router.get("/sessions/{session_id}/items", response_model=StoredItemPage, tags=["inspect"],

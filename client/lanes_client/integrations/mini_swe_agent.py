@@ -18,7 +18,9 @@ Each message is stored under a client item id made of its position in the agent'
 resending the whole list (a retried call, a new process resuming a saved trajectory) stores
 nothing twice, and two equal messages at different positions stay two items. The step id is
 derived from the step's content too: a step retried after a timeout answers the first call's
-items. A session that continues as new on the server is invisible here.
+items. A session that continues as new on the server is invisible here. The provider's
+counts of each answer (its ``usage``) go with the next step, so the session's usage, cost
+and calibrated budget follow what the provider counted.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 from minisweagent.utils.serialize import recursive_merge
 
 from lanes_client.client import LanesClient
-from lanes_client.schemas import ItemIn, PreparedRequestOut, ToolCallIn
+from lanes_client.schemas import ItemIn, PreparedRequestOut, ToolCallIn, UsageIn
 
-__all__ = ["ITEM_ID_PREFIX", "LanesModel", "message_item"]
+__all__ = ["ITEM_ID_PREFIX", "LanesModel", "message_item", "reported_usage"]
 
 ITEM_ID_PREFIX = "msa-"
 # What one call may carry (the API takes 100 items and a 2 MB body): a longer list, e.g. a
@@ -138,6 +140,7 @@ class LanesModel:
         self._call_names: dict[str, str] = {}
         self.n_steps = 0
         self.last_request: PreparedRequestOut | None = None
+        self._usage: UsageIn | None = None  # the last answer's provider counts, for the next step
         self.max_request_tokens = 0
 
     @property
@@ -154,7 +157,14 @@ class LanesModel:
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
         request = self.prepare(messages)
-        return self.model.query(request.messages, **kwargs)
+        try:
+            answer = self.model.query(request.messages, **kwargs)
+        except Exception as error:  # a FormatError carries the answer it could not parse (the
+            messages = getattr(error, "messages", None)  # provider counted it all the same)
+            self._usage = reported_usage(messages[0]) if messages and isinstance(messages[0], dict) else None
+            raise
+        self._usage = reported_usage(answer)
+        return answer
 
     def format_message(self, **kwargs: Any) -> dict:
         return self.model.format_message(**kwargs)
@@ -206,7 +216,9 @@ class LanesModel:
                 self.client.append_items(self.session_id, batch, idempotency_key=_key("append", len(messages), batch))
         request = None
         if with_request:
-            request = self.client.step(self.session_id, last, step_id=_key("step", len(messages), last)).request
+            request = self.client.step(self.session_id, last, step_id=_key("step", len(messages), last),
+                                       usage=self._usage).request
+            self._usage = None
         self._stored += [(m, _digest(item)) for m, item in zip(messages[start:], new, strict=True)]
         return request
 
@@ -229,3 +241,20 @@ class LanesModel:
         self.session_id = None
         self._stored = []
         self._call_names = {}
+        self._usage = None  # counts of a call on the session left behind
+
+
+def reported_usage(answer: dict) -> UsageIn | None:
+    """The provider's counts in an answer of mini-swe-agent's litellm models (``extra.response
+    .usage``, OpenAI's shape); None when it reported none or nothing usable."""
+    response = (answer.get("extra") or {}).get("response")
+    usage = response.get("usage") if isinstance(response, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    try:
+        return UsageIn(prompt_tokens=usage.get("prompt_tokens") or 0, cached_tokens=cached or 0,
+                       completion_tokens=usage.get("completion_tokens") or 0)
+    except ValueError:  # counts the API would refuse (negative, cached above prompt): not reported
+        return None
