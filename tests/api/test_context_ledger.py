@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 import pytest
 
-from lanes_client import LanesClient, assistant_item, tool_result_item, user_item
+from lanes_client import AsyncLanesClient, LanesClient, assistant_item, tool_result_item, user_item
 from lanes_client.schemas import ContextOut, LedgerEntry, LedgerState
 from workflows.context import ids
 from workflows.context.report import ContextReport
@@ -24,15 +24,19 @@ def _call(call_id: str) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
 
 
+async def session_with_archived_items(client: AsyncLanesClient) -> str:
+    """An external session whose small budget made it archive its oldest exchanges."""
+    sid = (await client.create_session(mode="external", budget_tokens=1_500)).session_id
+    await client.step(sid, [user_item("read everything")])
+    for n in range(12):
+        await client.step(sid, [assistant_item({"content": "", "tool_calls": [_call(f"c{n}")]}),
+                                tool_result_item(f"c{n}", "bash", f"line {n}\n" * 80, 0)])
+    return sid
+
+
 @pytest.fixture(scope="module")
 async def archived_session(client_a) -> str:
-    """An external session whose small budget made it archive its oldest exchanges."""
-    sid = (await client_a.create_session(mode="external", budget_tokens=1_500)).session_id
-    await client_a.step(sid, [user_item("read everything")])
-    for n in range(12):
-        await client_a.step(sid, [assistant_item({"content": "", "tool_calls": [_call(f"c{n}")]}),
-                                  tool_result_item(f"c{n}", "bash", f"line {n}\n" * 80, 0)])
-    return sid
+    return await session_with_archived_items(client_a)
 
 
 @pytest.fixture(scope="module")
