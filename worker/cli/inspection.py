@@ -125,9 +125,10 @@ def print_ledger(answer: ContextOut, out: Console, state: LedgerState | None) ->
     table.columns[0].no_wrap = True
     table.columns[-1].overflow = "fold"  # a long reason wraps rather than losing its end to an ellipsis
     for entry in answer.ledger.items:
-        table.add_row(entry.item_id, entry.kind, Text(entry.state, style=LIFECYCLE_STYLE.get(entry.state, "")),
+        table.add_row(Text(entry.item_id), Text(entry.kind),  # Text: stored strings are not rich markup
+                      Text(entry.state, style=LIFECYCLE_STYLE.get(entry.state, "")),
                       Text(entry.projection, style=PROJECTION_STYLE.get(entry.projection, "")),
-                      str(entry.tokens), entry.reason)
+                      str(entry.tokens), Text(entry.reason))
     out.print(table)
     counts = answer.ledger.counts
     listed = f"{len(answer.ledger.items)} {state} items listed; " if state else ""
