@@ -23,6 +23,7 @@ from lanes_client.schemas import (
     CancelResult,
     CapabilityOut,
     CondenseOut,
+    ContextOut,
     EpisodeAck,
     EpisodeList,
     EventOut,
@@ -265,8 +266,16 @@ def subagent_context(session_id: str, lane: str) -> Call[ContextReport]:
 # --- inspection ---------------------------------------------------------------------------
 
 
-def context(session_id: str) -> Call[ContextReport]:
-    return Call("GET", session_path(session_id, "context"), _model(ContextReport))
+def context(session_id: str, *, all: bool = False, state: LedgerState | None = None, cursor: str | None = None,
+            limit: int | None = None) -> Call[ContextOut]:
+    """The working set: every item in it with state, projection, tokens and reason, and totals.
+    ``all``: ``ledger`` also holds one page of every stored item, archived ones included, with
+    counts (``state`` filters it, ``limit`` sizes it, its ``next_cursor`` passed as ``cursor``
+    continues it; ``iter_ledger`` walks every page)."""
+    if not all and (state, cursor, limit) != (None, None, None):
+        raise ValueError("state, cursor and limit page the ledger: pass all=True with them")
+    params = {"all": "true", "state": state, "cursor": cursor, "limit": limit} if all else {}
+    return Call("GET", session_path(session_id, "context"), _model(ContextOut), params=params)
 
 
 def ledger(session_id: str, *, state: LedgerState | None = None, cursor: str | None = None,
@@ -279,7 +288,8 @@ def ledger(session_id: str, *, state: LedgerState | None = None, cursor: str | N
 
 def iter_ledger(session_id: str, *, state: LedgerState | None = None,
                 page_size: int = 200) -> Pages[LedgerPage, LedgerEntry]:
-    """Every stored item of the session's main lane (and its generated items), in (lane, seq) order."""
+    """Every stored item of the session's main lane (and its generated items), in (lane, seq) order:
+    the pages of ``context(all=True)``'s ``ledger``, without the working-set report each time."""
     def following(page: LedgerPage) -> Call[LedgerPage] | None:
         return None if page.next_cursor is None else ledger(session_id, state=state, cursor=page.next_cursor,
                                                            limit=page_size)

@@ -8,12 +8,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from lanes_client.responses_items import ResponsesItemIn
 from lanes_client.shapes import (
     MAX_SUBMIT_CHARS,
     CondenseStatus,
+    ContextReport,
     MemoryDoc,
     RequestFormat,
     SessionMode,
@@ -555,6 +556,23 @@ class LedgerPage(BaseModel):
     items: list[LedgerEntry]
     counts: LedgerCounts
     next_cursor: str | None = None  # pass as ?cursor= for the next page; None: no more
+
+
+class ContextOut(ContextReport):
+    """``GET /context``: the working-set report; with ``?all=true`` also ``ledger``, one page
+    of every stored item. Without ``all`` there is no ``ledger`` key at all: the answer is
+    the report as it always was."""
+
+    ledger: LedgerPage | None = None
+
+    # Not Field(exclude_if=...): that needs pydantic 2.12, the client supports 2.10. Unannotated
+    # on purpose: an annotated return would replace the model's schema in the OpenAPI document.
+    @model_serializer(mode="wrap")
+    def _no_ledger_key_without_all(self, handler: SerializerFunctionWrapHandler):
+        data = handler(self)
+        if self.ledger is None and isinstance(data, dict):
+            data.pop("ledger", None)
+        return data
 
 
 class EpisodeOut(BaseModel):

@@ -1,113 +1,80 @@
-"""``GET /v1/sessions/{id}/ledger``: every stored item of the session's main lane, paged and
-filterable by state, each with its lifecycle state, projection, token cost and the reason of
-its last transition, plus counts of the working set, the stored history and observations.
+"""``GET /v1/sessions/{id}/context`` and ``GET /v1/sessions/{id}/ledger``: the session's
+working set, and the whole ledger (every stored item of the main lane, archived included,
+with state, projection, tokens and the reason of its last transition, plus counts).
 
-The working set comes from the workflow (its context report); an item out of it was archived,
-and its last metadata is the ``item.archived`` event the workflow logged when it left (the
-workflow no longer holds it). The rows are the store's own: the ledger lists exactly what
-PostgreSQL holds for the lane, row for row.
+``/context`` answers the workflow's context report only (no SQL: the inspector polls it);
+``/context?all=true`` adds one ledger page to it; ``/ledger`` is that page alone. Both read
+the ledger with :func:`worker.api.ledger.ledger_page`, so their pages and cursors are one.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from lanes_client.schemas import LedgerCounts, LedgerEntry, LedgerPage, LedgerState
+from lanes_client.schemas import ContextOut, LedgerPage, LedgerState
 from worker.api.backend import QUERY_TIMEOUT, Backend
 from worker.api.errors import ApiError
+from worker.api.ledger import CURSOR_HELP, DEFAULT_PAGE, MAX_PAGE, ledger_page, parse_cursor
 from worker.api.routes import COMMON_RESPONSES, Be, Owned
-from workflows.context import ids
-from workflows.context.items import Projection
-from workflows.context.report import ContextReport, ItemReport
+from workflows.context.report import ContextReport
 from workflows.session import SessionWorkflow
 
 router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)
 
-CURSOR = re.compile(r"([A-Za-z0-9_.:-]{1,100})/([0-9]{1,18})")
-NOT_RECORDED = "out of the working set (no transition recorded: stored after the working set was read, or cleared)"
+CONTEXT_DESCRIPTION = """\
+The working set the next request is planned from: every item in it with its lifecycle state
+(pinned, active, retained), projection, token cost and the reason of its last transition,
+with totals, the budget and the episodes.
+
+With `all=true` the answer also carries `ledger`: every item the store holds for the session's
+main lane (and the items the engine generated for it), archived ones included, one page at a
+time in (lane, seq) order, each with state, projection, tokens and the reason of its last
+transition (an archived item: as its `item.archived` event recorded it), plus `counts` of the
+working set, the stored history, the archived items and the observations. `state` keeps one
+state; `limit` sets the page size; `next_cursor` passed as `cursor` reads the next page (null:
+the last). `state`, `cursor` and `limit` need `all=true`. Without `all` the answer is the
+working-set report alone, read from the workflow without touching the database."""
 
 
-def ledger_lanes(lane: str = ids.MAIN_LANE) -> list[str]:
-    """The lane's own items and the items the engine generated for it (stored apart)."""
-    return [lane, ids.generated_lane(lane)]
+async def _report(be: Backend, session_id: str) -> ContextReport:
+    return await be.temporal(session_id, "report its context", lambda h: h.query(SessionWorkflow.context),
+                             QUERY_TIMEOUT)
+
+
+@router.get("/sessions/{session_id}/context", response_model=ContextOut, tags=["inspect"],
+            summary="The working set (items with state, projection, tokens and reason; totals and budget); "
+                    "with all=true also every stored item, paged and filterable by state",
+            description=CONTEXT_DESCRIPTION)
+async def get_context(
+    row: Owned, be: Be,
+    all_: Annotated[bool, Query(alias="all", description="also list every stored item (the ledger), paged")] = False,
+    state: Annotated[LedgerState | None, Query(description="with all: only stored items in this state")] = None,
+    cursor: Annotated[str | None, Query(max_length=200, description=f"with all: {CURSOR_HELP}")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_PAGE, description=f"with all: page size [{DEFAULT_PAGE}]")] = None,
+) -> ContextReport | ContextOut:
+    if not all_:
+        given = [name for name, value in (("state", state), ("cursor", cursor), ("limit", limit)) if value is not None]
+        if given:
+            raise ApiError(422, "invalid", f"{', '.join(given)} page the ledger: pass all=true with "
+                                           f"{'them' if len(given) > 1 else 'it'}")
+        return await _report(be, row.session_id)  # the response model leaves ledger out: today's answer as it was
+    after = parse_cursor(cursor)
+    report = await _report(be, row.session_id)
+    page = await ledger_page(be, row.session_id, report, state=state, after=after, limit=limit or DEFAULT_PAGE)
+    return ContextOut.model_validate({**report.model_dump(), "ledger": page})
 
 
 @router.get("/sessions/{session_id}/ledger", response_model=LedgerPage, tags=["inspect"],
             summary="Every stored item (archived included) with state, projection, tokens and the reason of its "
-                    "last transition; paged by (lane, seq), filterable by state")
+                    "last transition; paged by (lane, seq), filterable by state (as /context?all=true)")
 async def get_ledger(
     row: Owned, be: Be,
     state: Annotated[LedgerState | None, Query(description="only items in this state")] = None,
-    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    cursor: Annotated[str | None, Query(max_length=200, description=CURSOR_HELP)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> LedgerPage:
-    after = _cursor(cursor)
-    sid = row.session_id
-    report: ContextReport = await be.temporal(sid, "report its context", lambda h: h.query(SessionWorkflow.context),
-                                              QUERY_TIMEOUT)
-    working = {i.id: i for i in report.items}
-    lanes = ledger_lanes()
-    exclude = list(working) if state == "archived" else None
-    only = [i.id for i in report.items if i.lifecycle == state] if state not in (None, "archived") else None
-    rows = await be.sql(lambda c: c.fetch(
-        "SELECT item_id, lane, seq, kind, role, content->'meta' AS meta FROM items"
-        " WHERE session_id = $1 AND lane = ANY($2::text[]) AND (lane, seq) > ($3, $4)"
-        " AND ($5::text[] IS NULL OR item_id <> ALL($5::text[])) AND ($6::text[] IS NULL OR item_id = ANY($6::text[]))"
-        " ORDER BY lane, seq LIMIT $7", sid, lanes, after[0], after[1], exclude, only, limit + 1))
-    page = rows[:limit]
-    left = [r["item_id"] for r in page if r["item_id"] not in working]
-    archived = await _archived_metadata(be, sid, left) if left else {}
-    entries = [_entry(r, working.get(r["item_id"]), archived.get(r["item_id"])) for r in page]
-    next_cursor = f"{page[-1]['lane']}/{page[-1]['seq']}" if len(rows) > limit else None
-    return LedgerPage(session_id=sid, items=entries, counts=await _counts(be, sid, lanes, report),
-                      next_cursor=next_cursor)
-
-
-def _cursor(cursor: str | None) -> tuple[str, int]:
-    if cursor is None:
-        return "", -1
-    found = CURSOR.fullmatch(cursor)
-    if found is None:
-        raise ApiError(400, "bad_cursor", "cursor is not one this API returned (use next_cursor as is)")
-    return found.group(1), int(found.group(2))
-
-
-async def _archived_metadata(be: Backend, session_id: str, item_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """The item metadata of the last ``item.archived`` event of each item."""
-    rows = await be.sql(lambda c: c.fetch(
-        "SELECT DISTINCT ON (payload->>'item_id') payload->>'item_id' AS item_id, payload->'metadata' AS metadata"
-        " FROM events WHERE session_id = $1 AND lane = $2 AND kind = 'item.archived'"
-        " AND payload->>'item_id' = ANY($3::text[]) ORDER BY payload->>'item_id', id DESC",
-        session_id, ids.events_lane(ids.MAIN_LANE), item_ids))
-    return {r["item_id"]: dict(r["metadata"] or {}) for r in rows}
-
-
-def _entry(row: Any, report: ItemReport | None, archived: dict[str, Any] | None) -> LedgerEntry:
-    common = {"item_id": row["item_id"], "lane": row["lane"], "seq": row["seq"], "kind": row["kind"], "role": row["role"]}
-    if report is not None:
-        return LedgerEntry(**common, state=report.lifecycle, projection=report.projection, tokens=report.tokens,
-                           full_tokens=report.tokens_by_projection.get(Projection.FULL.value, 0), reason=report.reason,
-                           in_working_set=True, task_id=report.task, episode=report.episode,
-                           observation_id=report.observation_id)
-    meta = archived if archived is not None else dict(row["meta"] or {})  # else: its metadata when stored
-    return LedgerEntry(**common, state="archived",
-                       projection=str(meta.get("projection") or "omitted") if archived is not None else "omitted",
-                       tokens=0, full_tokens=int((meta.get("tokens") or {}).get(Projection.FULL.value, 0)),
-                       reason=str(meta.get("reason") or "archived") if archived is not None else NOT_RECORDED,
-                       in_working_set=False, task_id=meta.get("task"), episode=meta.get("episode"),
-                       observation_id=meta.get("observation_id"))
-
-
-async def _counts(be: Backend, session_id: str, lanes: list[str], report: ContextReport) -> LedgerCounts:
-    working = [i.id for i in report.items]
-    found = await be.sql(lambda c: c.fetchrow(
-        "SELECT count(*) AS history, count(*) FILTER (WHERE item_id <> ALL($3::text[])) AS archived,"
-        " (SELECT count(*) FROM observations WHERE session_id = $1) AS observations"
-        " FROM items WHERE session_id = $1 AND lane = ANY($2::text[])", session_id, lanes, working))
-    by_state = dict(report.count_by_lifecycle)
-    by_state["archived"] = found["archived"]
-    return LedgerCounts(working_set=len(working), history=found["history"], archived=found["archived"],
-                        observations=found["observations"], by_state=by_state)
+    after = parse_cursor(cursor)
+    report = await _report(be, row.session_id)
+    return await ledger_page(be, row.session_id, report, state=state, after=after, limit=limit)

@@ -231,11 +231,7 @@ async def get_task(row: Owned, be: Be,
 # --- reads -------------------------------------------------------------------------------
 
 
-@router.get("/sessions/{session_id}/context", response_model=ContextReport, tags=["inspect"],
-            summary="Every working-set item with state, projection, token cost and reason; totals and budget")
-async def get_context(row: Owned, be: Be) -> ContextReport:
-    return await be.temporal(row.session_id, "report its context",
-                             lambda h: h.query(SessionWorkflow.context), QUERY_TIMEOUT)
+# GET /context (the working set, and with all=true the whole ledger): worker/api/ledger_routes.py
 
 
 @router.get("/sessions/{session_id}/status", response_model=SessionStatus, tags=["inspect"],

@@ -22,7 +22,7 @@ COMMANDS = {
     "session": ("worker.cli.sessions", "sessions through the API: new | list | show | cancel"),
     "send": ("worker.cli.messages", "send a user message to a hosted session (--wait for the answer)"),
     "chat": ("worker.cli.messages", "talk to a hosted session interactively, watching its events"),
-    "context": ("worker.cli.inspection", "a session's working set: items and a budget bar"),
+    "context": ("worker.cli.inspection", "a session's working set: items and a budget bar (--all: every stored item)"),
     "events": ("worker.cli.inspection", "a session's event log (--follow streams it)"),
     "recall": ("worker.cli.inspection", "exact text of an observation://obs-... address"),
     "subagents": ("worker.cli.subagents", "a session's subagent lanes: list, --spawn, --lane context"),

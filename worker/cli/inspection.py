@@ -6,7 +6,7 @@ import asyncio
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -17,11 +17,16 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from lanes_client import AsyncLanesClient
+    from lanes_client.schemas import ContextOut
+    from lanes_client.shapes import ContextReport
 
 LIFECYCLE_STYLE = {"pinned": "magenta", "active": "green", "retained": "yellow", "archived": "bright_black"}
 PROJECTION_STYLE = {"full": "", "compact": "cyan", "reference": "blue", "minimal-reference": "blue",
                     "omitted": "bright_black"}
 BAR_WIDTH = 50
+LEDGER_PAGE = 500  # stored items per request of --all (the API allows 1000)
+# lanes_client.schemas.LedgerState, not imported: --help stays quick (tests/cli checks they match)
+LedgerState = Literal["pinned", "active", "retained", "archived"]
 # The inverse of workflows/context/ids.py observation_id (obs-<session>-<seq>, obs-<session>-<lane>-<seq>,
 # lanes being sub-NNNN) and external_observation_id (obs-<session>-ext-<digest>).
 _OBSERVATION = re.compile(r"obs-(?P<session>[A-Za-z0-9][A-Za-z0-9_.-]*?)(?:(?:-sub-\d{4})?-\d{6}|-ext-[0-9A-Za-z]+)")
@@ -47,6 +52,7 @@ def budget_bar(tokens_by_lifecycle: dict[str, int], budget: int, width: int = BA
 
 
 async def print_context(lanes: AsyncLanesClient, session: str, out: Console, *, show_all: bool) -> None:
+    """The working set as a table (omitted items only with ``show_all``), then its totals."""
     from rich.table import Table
     from rich.text import Text
 
@@ -65,10 +71,18 @@ async def print_context(lanes: AsyncLanesClient, session: str, out: Console, *, 
     out.print(table)
     hidden = len(report.items) - shown
     if hidden:
-        out.print(f"[dim]{hidden} omitted items not listed (--all lists them)[/dim]")
+        out.print(f"[dim]{hidden} omitted items not listed (--all lists every stored item)[/dim]")
+    print_totals(report, out)
+
+
+def print_totals(report: ContextReport, out: Console) -> None:
+    """The budget bar and the working set's totals under a table."""
+    from rich.text import Text
+
     pct = 100.0 * report.pressure
-    out.print(Text("budget ") + budget_bar(report.tokens_by_lifecycle, report.budget) + Text(
-        f" {report.working_set_tokens:,} / {report.budget:,} tokens ({pct:.1f}%)"))
+    figures = f" {report.working_set_tokens:,} / {report.budget:,} tokens ({pct:.1f}%)"
+    width = max(10, min(BAR_WIDTH, out.width - len("budget ") - len(figures)))  # one line on a narrow terminal
+    out.print(Text("budget ") + budget_bar(report.tokens_by_lifecycle, report.budget, width) + Text(figures))
     fixed = report.tool_definition_tokens + report.capability_tokens
     if fixed:  # the budget the session was given is not the one shown: say where the rest went
         parts = [f"tool definitions {report.tool_definition_tokens:,}"]
@@ -85,18 +99,69 @@ async def print_context(lanes: AsyncLanesClient, session: str, out: Console, *, 
                    + (f", active episodes {', '.join(report.active_episodes)}" if report.active_episodes else "")))
 
 
+async def whole_ledger(lanes: AsyncLanesClient, session: str, state: LedgerState | None,
+                       page_size: int = LEDGER_PAGE) -> ContextOut:
+    """``GET /context?all=true`` with every page of the ledger in one answer (``next_cursor`` None).
+    The pages after the first come from ``/ledger``: the same pages and cursors, without the report."""
+    first = await lanes.context(session, all=True, state=state, limit=page_size)
+    assert first.ledger is not None  # all=True answers it
+    entries, cursor = list(first.ledger.items), first.ledger.next_cursor
+    while cursor is not None:
+        page = await lanes.ledger(session, state=state, cursor=cursor, limit=page_size)
+        entries.extend(page.items)
+        cursor = page.next_cursor
+    return first.model_copy(update={"ledger": first.ledger.model_copy(update={"items": entries, "next_cursor": None})})
+
+
+def print_ledger(answer: ContextOut, out: Console, state: LedgerState | None) -> None:
+    """Every stored item (one table, narrow enough for 80 columns: the reason wraps), its counts,
+    then the working set's totals."""
+    from rich.table import Table
+    from rich.text import Text
+
+    assert answer.ledger is not None
+    table = Table("item", "kind", "state", "projection", "tokens", "reason", box=None, pad_edge=False,
+                  header_style="bold")
+    table.columns[0].no_wrap = True
+    table.columns[-1].overflow = "fold"  # a long reason wraps rather than losing its end to an ellipsis
+    for entry in answer.ledger.items:
+        table.add_row(Text(entry.item_id), Text(entry.kind),  # Text: stored strings are not rich markup
+                      Text(entry.state, style=LIFECYCLE_STYLE.get(entry.state, "")),
+                      Text(entry.projection, style=PROJECTION_STYLE.get(entry.projection, "")),
+                      str(entry.tokens), Text(entry.reason))
+    out.print(table)
+    counts = answer.ledger.counts
+    listed = f"{len(answer.ledger.items)} {state} items listed; " if state else ""
+    out.print(Text(f"{listed}stored {counts.history:,} (working set {counts.working_set:,}, archived "
+                   f"{counts.archived:,}), observations {counts.observations:,}"))
+    out.print(Text("items by state: " + "  ".join(f"{k} {v:,}" for k, v in counts.by_state.items())))
+    print_totals(answer, out)
+
+
 def context(session: str,
-            all_: Annotated[bool, typer.Option("--all", help="list omitted items too")] = False,
+            all_: Annotated[bool, typer.Option("--all", help="every stored item, archived ones too, with counts")] = False,
+            state: Annotated[LedgerState | None, typer.Option(
+                help="with --all: only items in this state (pinned, active, retained, archived)",
+                show_default=False)] = None,
+            page_size: Annotated[int, typer.Option(min=1, max=1000, help="with --all: items per request")] = LEDGER_PAGE,
             as_json: JsonOption = False, url: UrlOption = None, token: TokenOption = None) -> None:
-    """A session's working set: items, their state and cost, and a budget bar."""
+    """A session's working set: items, their state and cost, and a budget bar (--all: every stored item)."""
     settings = api(url, token, as_json)
 
     async def run() -> int:
+        if state is not None and not all_:
+            raise Usage("--state filters the stored items: pass --all with it")
         async with settings.client() as lanes:
-            if as_json:
+            if all_:
+                answer = await whole_ledger(lanes, session, state, page_size)
+                if as_json:
+                    print_json(answer)
+                else:
+                    print_ledger(answer, console(), state)
+            elif as_json:
                 print_json(await lanes.context(session))
             else:
-                await print_context(lanes, session, console(), show_all=all_)
+                await print_context(lanes, session, console(), show_all=False)
         return 0
 
     run_api("lanes context", settings, run)
