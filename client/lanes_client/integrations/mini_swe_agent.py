@@ -160,8 +160,8 @@ class LanesModel:
         try:
             answer = self.model.query(request.messages, **kwargs)
         except Exception as error:  # a FormatError carries the answer it could not parse (the
-            messages = getattr(error, "messages", None)  # provider counted it all the same)
-            self._usage = reported_usage(messages[0]) if messages and isinstance(messages[0], dict) else None
+            kept = getattr(error, "messages", None)  # provider counted it all the same)
+            self._usage = reported_usage(kept[0]) if kept and isinstance(kept[0], dict) else None
             raise
         self._usage = reported_usage(answer)
         return answer
