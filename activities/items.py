@@ -14,7 +14,7 @@ import json
 from pydantic import BaseModel, Field
 from temporalio import activity
 
-from activities import item_cache, token_memo
+from activities import item_cache, metrics, token_memo
 from activities.events import EventSpec
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, Store
@@ -379,8 +379,10 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                                           inp.bound_above_tokens, ext.content_ref or obs_ids[offset],
                                           recall=inp.recall)
         measured.append((item, content))
-    return await store_items(store, inp.session_id, inp.lane, measured, inp.items,
-                             [EventRow(**e.model_dump()) for e in inp.events])
+    events = [EventRow(**e.model_dump()) for e in inp.events]
+    stored = await store_items(store, inp.session_id, inp.lane, measured, inp.items, events)
+    metrics.observe_events(events)
+    return stored
 
 
 async def _check_client_ids(store: Store, session_id: str, items: list[ExternalItem], item_ids: list[str]) -> None:

@@ -31,6 +31,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -114,13 +115,21 @@ def observe_compaction_event(kind: str, payload: Mapping[str, Any] | None) -> bo
 
 def observe_events(events) -> int:
     """Count the compaction events among ``events`` (objects or dicts with ``kind`` and
-    ``payload``); returns how many counted. For ``record_events``."""
+    ``payload``), and the usage external agents reported (``model.usage`` with source
+    ``agent``: no activity of ours made that call, so no other place counts it); returns how
+    many counted. For the activities that write events."""
     counted = 0
     for event in events:
         kind = event.get("kind") if isinstance(event, Mapping) else getattr(event, "kind", None)
         payload = event.get("payload") if isinstance(event, Mapping) else getattr(event, "payload", None)
         if isinstance(kind, str) and kind.startswith(_COMPACTION_PREFIXES):
             counted += observe_compaction_event(kind, payload)
+        elif kind == "model.usage" and isinstance(payload, Mapping) and payload.get("source") == "agent":
+            observe_usage(str(payload.get("kind")), str(payload.get("model")), SimpleNamespace(
+                prompt=payload.get("prompt") or 0, cached=payload.get("cached") or 0,
+                completion=payload.get("completion") or 0, cost=payload.get("cost") or 0.0,
+                estimate=payload.get("estimate") or 0, reported=bool(payload.get("reported"))))
+            counted += 1
     return counted
 
 

@@ -55,7 +55,7 @@ class ExternalTasks:
         call = CallUsage(prompt=usage.prompt, cached=usage.cached, completion=usage.completion,
                          estimate=self.prepared_tokens if model == lane.data.model else 0,
                          cost=cost_units(price, usage.prompt, usage.cached, usage.completion))
-        await record_usage(lane, "agent", model, call, defer=defer)
+        await record_usage(lane, "agent", model, call, defer=defer, source="agent")  # counted by the writer's metrics
 
     def _external_events_on(self) -> bool:
         return task_log.events_on() and workflow.patched(EXTERNAL_TASK_EVENTS_PATCH)

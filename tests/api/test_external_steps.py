@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from activities.metrics import REGISTRY
 from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 
 
@@ -169,6 +170,11 @@ async def test_reported_usage_gives_totals_cost_and_a_calibrated_budget(client_a
     assert step.request.budget <= int(budget / calibration.ratio)  # planned against budget / ratio
     events = [e async for e in client_a.iter_events(sid) if e.kind == "model.usage"]
     assert [e.payload["prompt"] for e in events] == [p for p, _, _ in sent]
+    # the (in-process) worker that wrote the events counted them in its metrics
+    for kind, index in (("prompt", 0), ("cached", 1), ("completion", 2)):
+        counted = REGISTRY.get_sample_value("lanes_model_tokens_total",
+                                            {"purpose": "agent", "model": "ext-usage", "type": kind})
+        assert counted == sum(counts[index] for counts in sent), kind
 
     async with httpx.AsyncClient(base_url=api_stack.base_url, timeout=30,
                                  headers={"Authorization": f"Bearer {api_stack.token_a}"}) as raw:
