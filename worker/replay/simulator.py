@@ -6,8 +6,9 @@ every recorded model call *k* (the request sent before recorded answer *k*) each
 (:mod:`worker.replay.policies`) builds its request.
 
 Per step the replay records the request's tokens (messages via ``count_message_tokens``
-plus the bash tool definition), the tokens of its leading messages byte-identical to the
-previous request of the same file (a provider prompt-cache hit when at least 1,024
+plus the tool definitions), the tokens of its prefix byte-identical to the previous
+request of the same file (the tool definitions, which come first and never change, and
+the leading messages the two share: a provider prompt-cache hit when at least 1,024
 tokens), the planning time and the items that are neither sent nor recallable.
 Token counts are cached per serialised message, since consecutive requests repeat most
 of their messages.
@@ -112,7 +113,10 @@ def iter_requests(
             if now != before:
                 break
             shared += 1
-        prefix = sum(tokens[:shared])
+        # The tool definitions open every request (before the messages, as providers lay out
+        # the prompt) and never change: they belong to the cached prefix of every request
+        # after the first, like the leading messages it shares with the previous one.
+        prefix = sum(tokens[:shared]) + (TOOL_DEFINITION_TOKENS if previous else 0)
         messages = [readdressed(m, session_id) for m in planned.messages]
         yield StepRequest(
             step=step, messages=messages, jsons=jsons, message_tokens=tokens,
