@@ -34,6 +34,9 @@ VARIANTS: list[Variant] = [
     ("engine defaults", {}),
     ("cache_aware_sweep=False", {"cache_aware_sweep": False}),  # the fallback before the sweep
     ("cache_aware_sweep=False, target_ratio=0.4", {"cache_aware_sweep": False, "target_ratio": 0.4}),
+    # the sweep's depth as a plain target instead (issue 16 part 2: the best trade measured)
+    ("cache_aware_sweep=False, target_ratio=0.35", {"cache_aware_sweep": False, "target_ratio": 0.35}),
+    ("cache_aware_sweep=False, target_ratio=0.32", {"cache_aware_sweep": False, "target_ratio": 0.32}),
     ("target_ratio=0.5", {"target_ratio": 0.5}),
     ("target_ratio=0.4", {"target_ratio": 0.4}),
     ("target_ratio=0.3", {"target_ratio": 0.3}),
