@@ -12,6 +12,7 @@ from .items import Item, Lifecycle, Projection
 from .layout import rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
+from .request_plan import refresh_plan_cache
 
 MeasuredTokens = dict[str, dict[Projection, int]]
 
@@ -70,6 +71,7 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     _count(state, plan)
     rebuild_layout(state)
     state.generation += 1
+    refresh_plan_cache(state)  # one scan for the next request's plan and the sums (tokens_after)
     result.tokens_after = working_set_tokens(state)
     return result
 

@@ -42,8 +42,18 @@ class Draft:
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Transition] = {}
         self.lane = lane_items(state)  # seq order
-        self.lane_tokens = sum(cost_of(i, i.projection, self.preview) for i in self.lane)
-        self.protected_groups = protected_groups(state, self.config.protected_groups)
+        preview, omitted = self.preview, Projection.OMITTED
+        lane_tokens = 0
+        for item in self.lane:  # cost_of written out for the common case: a measured projection
+            projection = item.projection
+            measured = item.tokens.get(projection)
+            lane_tokens += (measured if measured is not None and projection != omitted
+                            else cost_of(item, projection, preview))
+        self.lane_tokens = lane_tokens
+        # the configured window (a pure function of the state, which a draft never changes):
+        # the cache-aware sweep restores it after an emergency narrowed it
+        self.configured_protected = protected_groups(state, self.config.protected_groups)
+        self.protected_groups = self.configured_protected
         self.active_episodes = set(state.active_episodes)
         self.checkpoint = state.checkpoint.copy()
         self.summary = state.summary.copy()
@@ -110,11 +120,12 @@ class Draft:
         self._generated_tokens = None
 
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
-        old_lifecycle, old_projection = self.view(item)
+        change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
+        old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
+            item.lifecycle, item.projection)
         old = 0 if old_lifecycle == Lifecycle.ARCHIVED else cost_of(item, old_projection, self.preview)
         new = 0 if lifecycle == Lifecycle.ARCHIVED else cost_of(item, projection, self.preview)
         self.lane_tokens += new - old
-        self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
         self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
 
     def archive(self, item: Item, reason: str) -> None:

@@ -17,8 +17,6 @@ from .ledger import ContextState
 _STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.value: 3, Kind.EPISODES.value: 4}
 # Pinned items of these kinds stay in history: moving them would split an exchange group.
 _HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
-_SEGMENTS = ("stable", "memory", "history")
-_SEGMENT_INDEX = {name: index for index, name in enumerate(_SEGMENTS)}
 # plain strings: these run once per item at every layout, and Enum.value is a property call
 _MEMORY, _CHECKPOINT, _CAPABILITY = Kind.MEMORY.value, Kind.CHECKPOINT.value, Kind.CAPABILITY.value
 
@@ -41,20 +39,35 @@ def is_step_capability(item: Item) -> bool:
 
 
 def layout_key(item: Item) -> tuple[int, int, int, str]:
-    """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id."""
-    name, rank = segment(item)
-    return _SEGMENT_INDEX[name], rank, item.seq, item.id
+    """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id
+    (``segment`` as numbers; written out because it runs for every item at every layout)."""
+    kind = item.kind
+    if kind in _STABLE_RANK:
+        return 0, _STABLE_RANK[kind], item.seq, item.id
+    if kind == _MEMORY:
+        return 1, 0, item.seq, item.id
+    if kind == _CHECKPOINT:
+        return 2, 0, item.seq, item.id
+    if item.lifecycle == Lifecycle.PINNED and kind not in _HISTORY_KINDS and item.role != "tool":
+        return 0, 2, item.seq, item.id
+    return 2, 1, item.seq, item.id
 
 
 def rebuild_layout(state: ContextState) -> None:
     """Recompute ``order`` from the working set; marks a new layout epoch."""
-    laid_out = sorted(
-        (layout_key(item) for item in state.items.values()
-         if item.lifecycle != Lifecycle.ARCHIVED and not is_step_capability(item)),
-    )
+    archived, capability = Lifecycle.ARCHIVED, _CAPABILITY
+    laid_out = sorted([layout_key(item) for item in state.items.values()
+                       if item.lifecycle != archived and not (item.kind == capability and item.scope == "step")])
     state.order = [key[3] for key in laid_out]
-    state.stable_len = sum(1 for key in laid_out if key[0] == 0)
-    state.memory_len = sum(1 for key in laid_out if key[0] == 1)
+    stable = memory = 0
+    for key in laid_out:
+        if key[0] == 2:
+            break  # history comes last
+        if key[0] == 0:
+            stable += 1
+        else:
+            memory += 1
+    state.stable_len, state.memory_len = stable, memory
     state.laid_out_len = len(state.order)
     state.layout_epoch += 1
 

@@ -25,7 +25,7 @@ from .budget import cost_of
 from .checkpoint import EpisodeNote
 from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
-from .items import Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
+from .items import TOOL_OUTPUT_KINDS, Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, protected_groups
 from .prefix import rebilled
 
@@ -84,16 +84,25 @@ def cleanup_omitted(draft: Draft) -> None:
 
 def _referenceable(draft: Draft) -> list[Item]:
     """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
-    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing)."""
+    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing).
+
+    (``is_tool_output``, ``Draft.protected`` and ``Draft.view`` written out: this runs over
+    the whole lane, twice per compaction.)"""
     out = []
-    preview = draft.preview
+    preview, changes = draft.preview, draft.changes
+    groups, active = draft.protected_groups, draft.active_episodes
+    tool_kinds, pinned, reference = TOOL_OUTPUT_KINDS, Lifecycle.PINNED, Projection.REFERENCE
     for item in draft.lane:
-        if not is_tool_output(item) or not item.observation_id or draft.protected(item):
+        if not item.observation_id or not (item.kind in tool_kinds or item.role == "tool"):
             continue
-        projection = draft.view(item)[1]
+        if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
+                item.episode is not None and item.episode in active):
+            continue
+        change = changes.get(item.id)
+        projection = change.projection if change else item.projection
         if projection not in _REFERENCEABLE:
             continue
-        if cost_of(item, Projection.REFERENCE, preview) < cost_of(item, projection, preview):
+        if cost_of(item, reference, preview) < cost_of(item, projection, preview):
             out.append(item)
     return out
 
@@ -126,7 +135,7 @@ def sweep_rebilled(draft: Draft) -> None:
     before the first change is touched, so the cached prefix stays as long as without it,
     and an archive sweep that would make the request larger is undone.
     """
-    draft.protected_groups = protected_groups(draft.state, draft.config.protected_groups)
+    draft.protected_groups = draft.configured_protected
     rebill = rebilled(draft)
     if rebill.from_history_start:
         reason = "pass2:cache-sweep→archived"

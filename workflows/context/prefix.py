@@ -34,8 +34,14 @@ def _visible(lifecycle: Lifecycle, projection: Projection) -> bool:
 
 def current_entries(draft: Draft) -> list[Entry]:
     """The entries of the request as it is now: the layout plus everything appended since."""
-    items = draft.state.items
-    return [(i, items[i].projection) for i in draft.state.order if _visible(items[i].lifecycle, items[i].projection)]
+    items, archived, omitted = draft.state.items, Lifecycle.ARCHIVED, Projection.OMITTED
+    entries = []
+    for item_id in draft.state.order:  # _visible written out: one pass over the working set
+        item = items[item_id]
+        projection = item.projection
+        if item.lifecycle != archived and projection != omitted:
+            entries.append((item_id, projection))
+    return entries
 
 
 def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
@@ -52,21 +58,28 @@ def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
         regenerated.add(Kind.CHECKPOINT.value)
     if draft.summary_changed:
         regenerated.add(Kind.SUMMARY.value)
-    keyed: list[tuple[tuple[int, int, int, str], Entry]] = []
+    # (layout key..., projection): sorted as they are, since (seq, id) alone already orders two items
+    keyed: list[tuple[int, int, int, str, Projection]] = []
+    changes, archived, omitted = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED
     for item in state.items.values():
         if is_step_capability(item) or (item.kind in regenerated and state.generated_id(item.kind) == item.id):
             continue  # step context is not laid out; a replaced generated item is added below
-        lifecycle, projection = draft.view(item)
-        if _visible(lifecycle, projection):
-            keyed.append((layout_key(item), (item.id, projection)))
+        change = changes.get(item.id)  # Draft.view and _visible written out: one pass over the working set
+        lifecycle, projection = (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
+        if lifecycle != archived and projection != omitted:
+            keyed.append((*layout_key(item), projection))
     for kind in sorted(regenerated):
         if draft.new_texts.get(kind) == "":
             continue  # retired: nothing replaces it
         new = Item(id=f"(new {kind})", seq=state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
-        keyed.append((layout_key(new), (new.id, Projection.FULL)))
-    keyed.sort(key=lambda pair: pair[0])
-    history_start = sum(1 for key, _ in keyed if key[0] < _HISTORY)
-    return [entry for _, entry in keyed], history_start
+        keyed.append((*layout_key(new), Projection.FULL))
+    keyed.sort()
+    history_start = 0
+    for key in keyed:
+        if key[0] >= _HISTORY:
+            break
+        history_start += 1
+    return [(key[3], key[4]) for key in keyed], history_start
 
 
 def first_change(before: list[Entry], after: list[Entry]) -> int:
@@ -83,5 +96,5 @@ def rebilled(draft: Draft) -> Rebilled:
     changed = first_change(current_entries(draft), after)
     if changed == len(after):  # nothing changes: the cache serves the whole request
         return Rebilled(ids=frozenset(), from_history_start=False)
-    return Rebilled(ids=frozenset(item_id for item_id, _ in after[changed:]),
+    return Rebilled(ids=frozenset([item_id for item_id, _ in after[changed:]]),
                     from_history_start=changed <= history_start)

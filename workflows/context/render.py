@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .content import ItemContent, ToolCall
 from .items import Item, Projection, is_tool_output
@@ -153,14 +153,18 @@ def _paired_calls(entries: Entries, items: dict[str, Item], contents: dict[str, 
     """(entry index of the assistant, call id) for every call answered before the next assistant turn."""
     paired: set[tuple[int, str]] = set()
     assistant_at, open_calls = -1, set()
+    omitted = Projection.OMITTED
     for index, (item_id, projection) in enumerate(entries):
         item = items[item_id]
-        if projection == Projection.OMITTED:
+        if projection == omitted:
             continue
-        if item.role == "assistant":
-            assistant_at, open_calls = index, {c.id for c in contents[item_id].tool_calls}
-        elif item.role == "tool":
-            call_id = _call_id(item, contents[item_id])
+        role = item.role
+        if role == "assistant":
+            calls = contents[item_id].tool_calls
+            assistant_at, open_calls = index, {c.id for c in calls} if calls else set()
+        elif role == "tool":
+            content = contents[item_id]  # _call_id written out: this runs for every entry of a request
+            call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
             if call_id in open_calls:
                 paired.add((assistant_at, call_id))
                 open_calls.discard(call_id)
@@ -171,9 +175,10 @@ def _call_id(item: Item, content: ItemContent) -> str | None:
     return content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
 
 
-@dataclass(frozen=True)
-class Rendered:
-    """One chat message of a request and the entry it renders (other formats start from these)."""
+class Rendered(NamedTuple):
+    """One chat message of a request and the entry it renders (other formats start from these).
+
+    A named tuple: a request renders one per message, and a tuple is the cheapest immutable record."""
 
     message: dict
     item_id: str
@@ -214,53 +219,65 @@ def render_turns(
     ``memo`` (kept by a caller that renders consecutive requests of one lane with the same
     preview and recall style) reuses an item's last message when its projection and kept
     calls are the same again: an item's content never changes, so neither does that message.
+    (The loop is written out, helpers inlined: after a compaction it runs over the whole request.)
     """
-
-    def message_of(item: Item, content: ItemContent, projection: Projection,
-                   keep: list[ToolCall] | None = None) -> dict | None:
-        if memo is None:
-            return item_message(item, content, projection, preview_chars, keep, recall)
-        calls = None if keep is None else tuple(c.id for c in keep)
-        last = memo.get(item.id)
-        if last is not None and last[0] is projection and last[1] == calls:  # members are singletons
-            return last[2]
-        message = item_message(item, content, projection, preview_chars, keep, recall)
-        memo[item.id] = (projection, calls, message)
-        return message
-
+    use_memo = memo is not None
+    if memo is None:
+        memo = {}  # written to, never read: without a memo every message is rendered anew
     paired = _paired_calls(entries, items, contents)
     messages: list[Rendered] = []
     deferred: list[Rendered] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
-
-    def emit(message: dict | None, item_id: str, projection: Projection) -> None:
-        if message is None:
-            return
-        (deferred if pending and message["role"] != "tool" else messages).append(Rendered(message, item_id, projection))
+    record, omitted, remembered = tuple.__new__, Projection.OMITTED, memo.get
 
     for index, (item_id, projection) in enumerate(entries):
         item, content = items[item_id], contents[item_id]
-        if projection == Projection.OMITTED:
+        if projection == omitted:
             continue
-        if item.role == "assistant":
-            # pending is empty here: a call is paired only with a result before the next assistant turn
-            keep = [c for c in content.tool_calls if (index, c.id) in paired]
-            emit(message_of(item, content, projection, keep), item_id, projection)
-            pending.update(c.id for c in keep)
-        elif item.role == "tool":
-            call_id = _call_id(item, content)
-            if call_id in pending:
-                message = message_of(item, content, projection)
-                assert message is not None  # a tool message always renders, empty or not
-                messages.append(Rendered(message, item_id, projection))
-                pending.discard(call_id)
-                if not pending:
-                    messages.extend(deferred)
-                    deferred.clear()
+        role = item.role
+        if role == "tool":
+            call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+            if call_id not in pending:
+                message = _orphan_result(item, content, projection, preview_chars, recall)
+                (deferred if pending else messages).append(record(Rendered, (message, item_id, projection)))
+                continue
+            last = remembered(item_id) if use_memo else None
+            if last is not None and last[0] is projection and last[1] is None:  # members are singletons
+                message = last[2]
             else:
-                emit(_orphan_result(item, content, projection, preview_chars, recall), item_id, projection)
+                message = item_message(item, content, projection, preview_chars, None, recall)
+                if use_memo:
+                    memo[item_id] = (projection, None, message)
+            assert message is not None  # a tool message always renders, empty or not
+            messages.append(record(Rendered, (message, item_id, projection)))
+            pending.discard(call_id)
+            if not pending and deferred:
+                messages.extend(deferred)
+                deferred.clear()
+            continue
+        keep: list[ToolCall] | None = None
+        calls: tuple[str, ...] | None = None
+        kept_ids: list[str] = []
+        if role == "assistant":
+            # pending is empty here: a call is paired only with a result before the next assistant turn
+            keep = []
+            for call in content.tool_calls:
+                if (index, call.id) in paired:
+                    keep.append(call)
+                    kept_ids.append(call.id)
+            calls = tuple(kept_ids)
+        last = remembered(item_id) if use_memo else None
+        if last is not None and last[0] is projection and last[1] == calls:
+            message = last[2]
         else:
-            emit(message_of(item, content, projection), item_id, projection)
+            message = item_message(item, content, projection, preview_chars, keep, recall)
+            if use_memo:
+                memo[item_id] = (projection, calls, message)
+        if message is not None:
+            (deferred if pending and message["role"] != "tool" else messages).append(
+                record(Rendered, (message, item_id, projection)))
+        if kept_ids:
+            pending.update(kept_ids)
     messages.extend(deferred)
     return messages
 

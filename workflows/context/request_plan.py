@@ -16,7 +16,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from . import plan_cache
-from .budget import budget, cost_of, is_capability, scan_capability_tokens, scan_working_set_tokens
+from .budget import budget, cost_of, is_capability
 from .items import Item, Kind, Lifecycle, Projection, is_tool_output
 from .layout import is_step_capability
 from .ledger import ContextState
@@ -83,6 +83,12 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
     return plan
 
 
+def refresh_plan_cache(state: ContextState) -> None:
+    """Bring the state's plan cache up to date now (after a compaction: the sums it holds
+    answer ``working_set_tokens`` and the next ``plan_request`` without another scan)."""
+    _full_rung(state)
+
+
 def _full_rung(state: ContextState) -> plan_cache.PlanCache:
     """The state's plan cache, extended by the items appended since, or rebuilt by a full scan."""
     cache = plan_cache.current(state)
@@ -125,29 +131,48 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
     conversation = order_capability = 0
     stable_len, memory_end, laid_out_len = state.stable_len, state.stable_len + state.memory_len, state.laid_out_len
     items = state.items
-    omitted, archived = Projection.OMITTED, Lifecycle.ARCHIVED
+    omitted, archived, capability_kind = Projection.OMITTED, Lifecycle.ARCHIVED, Kind.CAPABILITY.value
+    append, reused = entries.append, reuse.get
     for position, item_id in enumerate(state.order):
         item = items[item_id]
         projection = item.projection
         if projection == omitted or item.lifecycle == archived:
             continue
-        tokens = cost_of(item, projection, preview)
-        entry = reuse.get(item_id)
+        tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
+        if tokens is None:
+            tokens = cost_of(item, projection, preview)
+        entry = reused(item_id)
         if entry is None or entry.projection is not projection or entry.tokens != tokens:
             entry = make(item_id=item_id, projection=projection, tokens=tokens)
-        entries.append(entry)
-        counts[0 if position < stable_len else 1 if position < memory_end else 2] += 1
+        append(entry)
+        if position >= memory_end:
+            counts[2] += 1
+        else:
+            counts[0 if position < stable_len else 1] += 1
         laid_out += position < laid_out_len
-        if is_capability(item):
+        if item.kind == capability_kind:
             order_capability += tokens
         else:
             conversation += tokens
-    step = [make(item_id=i.id, projection=Projection.FULL, tokens=cost_of(i, Projection.FULL, preview))
-            for i in items.values() if is_step_capability(i)]
+    # the step context and the working-set sums (scan_working_set_tokens, scan_capability_tokens)
+    # in one pass over the items
+    step = []
+    working_set = capability = 0
+    for item in items.values():
+        projection = item.projection
+        if item.kind == capability_kind:
+            capability += cost_of(item, projection, preview)
+            if item.scope == "step":
+                step.append(make(item_id=item.id, projection=Projection.FULL,
+                                 tokens=cost_of(item, Projection.FULL, preview)))
+        elif item.lifecycle != archived:
+            measured = item.tokens.get(projection)  # cost_of written out for a measured projection
+            working_set += measured if measured is not None and projection != omitted else cost_of(
+                item, projection, preview)
     return plan_cache.PlanCache(
         generation=state.generation, layout_epoch=state.layout_epoch, preview_chars=preview,
-        shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=scan_working_set_tokens(state),
-        capability=scan_capability_tokens(state), entries=entries, counts=counts, laid_out=laid_out,
+        shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=working_set,
+        capability=capability, entries=entries, counts=counts, laid_out=laid_out,
         conversation=conversation, order_capability=order_capability, step=step,
         step_capability=sum(e.tokens for e in step),
     )
