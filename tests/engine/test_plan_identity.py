@@ -46,8 +46,8 @@ class Recorder(Driver):
             self.note_text(self.apply(plan).model_dump_json())
         for ladder in (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE):
             self.note_text(E.plan_request(self.state, ladder).model_dump_json())
-        plan = E.plan_request(self.state)
-        messages = self.renderer.render(plan.entries, self.state.items, self.contents, self.preview)
+        request = E.plan_request(self.state)
+        messages = self.renderer.render(request.entries, self.state.items, self.contents, self.preview)
         self.note_text(json.dumps(messages, sort_keys=True))
         self.note_text(self.state.model_dump_json())
 

@@ -52,34 +52,50 @@ def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
     it is a change at its position. The history segment opens with the checkpoint, which a
     draft that archives anything rewrites.
     """
+    keyed = _planned_keys(draft)
+    return [(key[3], _PROJECTIONS[key[4]]) for key in keyed], _history_start(keyed)
+
+
+# Projections by number in the planned keys: a tuple of ints and strings is untracked by the
+# garbage collector, one holding an enum member is not (10,000 of them would be promoted).
+_PROJECTIONS = tuple(Projection)
+_PROJECTION_CODE = {projection: code for code, projection in enumerate(_PROJECTIONS)}
+PlannedKey = tuple[int, int, int, str, int]  # layout key (segment, rank, seq, id), projection code
+
+
+def _planned_keys(draft: Draft) -> list[PlannedKey]:
+    """``planned_entries`` as sorted layout keys, each with its projection's code."""
     state = draft.state
     regenerated = set(draft.new_texts)
     if draft.checkpoint_changed:
         regenerated.add(Kind.CHECKPOINT.value)
     if draft.summary_changed:
         regenerated.add(Kind.SUMMARY.value)
-    # (layout key..., projection): sorted as they are, since (seq, id) alone already orders two items
-    keyed: list[tuple[int, int, int, str, Projection]] = []
-    changes, archived, omitted = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED
+    keyed: list[PlannedKey] = []
+    changes, archived, omitted, code = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED, _PROJECTION_CODE
     for item in state.items.values():
         if is_step_capability(item) or (item.kind in regenerated and state.generated_id(item.kind) == item.id):
             continue  # step context is not laid out; a replaced generated item is added below
         change = changes.get(item.id)  # Draft.view and _visible written out: one pass over the working set
         lifecycle, projection = (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
         if lifecycle != archived and projection != omitted:
-            keyed.append((*layout_key(item), projection))
+            keyed.append((*layout_key(item), code[projection]))
     for kind in sorted(regenerated):
         if draft.new_texts.get(kind) == "":
             continue  # retired: nothing replaces it
         new = Item(id=f"(new {kind})", seq=state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
-        keyed.append((*layout_key(new), Projection.FULL))
-    keyed.sort()
-    history_start = 0
+        keyed.append((*layout_key(new), code[Projection.FULL]))
+    keyed.sort()  # (seq, id) alone already orders two items: the projection never decides
+    return keyed
+
+
+def _history_start(keyed: list[PlannedKey]) -> int:
+    start = 0
     for key in keyed:
         if key[0] >= _HISTORY:
             break
-        history_start += 1
-    return [(key[3], key[4]) for key in keyed], history_start
+        start += 1
+    return start
 
 
 def first_change(before: list[Entry], after: list[Entry]) -> int:
@@ -90,11 +106,29 @@ def first_change(before: list[Entry], after: list[Entry]) -> int:
     return min(len(before), len(after))
 
 
+def _first_change_from_current(draft: Draft, after: list[PlannedKey]) -> int:
+    """``first_change(current_entries(draft), planned_entries(draft)[0])`` without building either."""
+    items, archived, omitted, code = draft.state.items, Lifecycle.ARCHIVED, Projection.OMITTED, _PROJECTION_CODE
+    index, end = 0, len(after)
+    for item_id in draft.state.order:
+        item = items[item_id]
+        projection = item.projection
+        if item.lifecycle == archived or projection == omitted:
+            continue
+        if index == end:
+            return index
+        key = after[index]
+        if key[3] != item_id or key[4] != code[projection]:
+            return index
+        index += 1
+    return index
+
+
 def rebilled(draft: Draft) -> Rebilled:
     """What the first request after ``draft`` re-bills: every entry from its first change on."""
-    after, history_start = planned_entries(draft)
-    changed = first_change(current_entries(draft), after)
+    after = _planned_keys(draft)
+    changed = _first_change_from_current(draft, after)
     if changed == len(after):  # nothing changes: the cache serves the whole request
         return Rebilled(ids=frozenset(), from_history_start=False)
-    return Rebilled(ids=frozenset([item_id for item_id, _ in after[changed:]]),
-                    from_history_start=changed <= history_start)
+    return Rebilled(ids=frozenset([key[3] for key in after[changed:]]),
+                    from_history_start=changed <= _history_start(after))

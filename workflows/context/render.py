@@ -149,14 +149,15 @@ def item_message(
 Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a request is made of
 
 
-def _paired_calls(entries: Entries, items: dict[str, Item], contents: dict[str, ItemContent]) -> set[tuple[int, str]]:
+def _paired_calls(ids: Sequence[str], projections: Sequence[Projection], items: dict[str, Item],
+                  contents: dict[str, ItemContent]) -> set[tuple[int, str]]:
     """(entry index of the assistant, call id) for every call answered before the next assistant turn."""
     paired: set[tuple[int, str]] = set()
     assistant_at, open_calls = -1, set()
     omitted = Projection.OMITTED
-    for index, (item_id, projection) in enumerate(entries):
+    for index, item_id in enumerate(ids):
         item = items[item_id]
-        if projection == omitted:
+        if projections[index] == omitted:
             continue
         role = item.role
         if role == "assistant":
@@ -176,9 +177,7 @@ def _call_id(item: Item, content: ItemContent) -> str | None:
 
 
 class Rendered(NamedTuple):
-    """One chat message of a request and the entry it renders (other formats start from these).
-
-    A named tuple: a request renders one per message, and a tuple is the cheapest immutable record."""
+    """One chat message of a request and the entry it renders (other formats start from these)."""
 
     message: dict
     item_id: str
@@ -193,11 +192,8 @@ def render_messages(
     recall: RecallStyle = "tool",
 ) -> list[dict]:
     """OpenAI chat messages for a request plan's (item id, projection) entries (see render_turns)."""
-    return [rendered.message for rendered in render_turns(entries, items, contents, preview_chars, recall)]
-
-
-# item id -> (projection, kept call ids or None for all, message): its last rendering
-MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | None, dict | None]]
+    ids, projections = _split(entries)
+    return render_entries(ids, projections, items, contents, preview_chars, recall)[0]
 
 
 def render_turns(
@@ -206,9 +202,34 @@ def render_turns(
     contents: dict[str, ItemContent],
     preview_chars: int,
     recall: RecallStyle = "tool",
-    memo: MessageMemo | None = None,
 ) -> list[Rendered]:
-    """OpenAI chat messages for a request plan's (item id, projection) entries, each with its entry.
+    """OpenAI chat messages for a request plan's (item id, projection) entries, each with its
+    entry (see ``render_entries``)."""
+    ids, projections = _split(entries)
+    messages, sources = render_entries(ids, projections, items, contents, preview_chars, recall)
+    return [Rendered(message, ids[index], projections[index]) for message, index in zip(messages, sources, strict=True)]
+
+
+def _split(entries: Entries) -> tuple[list[str], list[Projection]]:
+    return [item_id for item_id, _ in entries], [projection for _, projection in entries]
+
+
+# item id -> (projection, kept call ids or None for all, message): its last rendering
+MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | None, dict | None]]
+
+
+def render_entries(
+    ids: Sequence[str],
+    projections: Sequence[Projection],
+    items: dict[str, Item],
+    contents: dict[str, ItemContent],
+    preview_chars: int,
+    recall: RecallStyle = "tool",
+    memo: MessageMemo | None = None,
+) -> tuple[list[dict], list[int]]:
+    """The chat messages of the entries ``zip(ids, projections)`` and, for each message, the
+    index of the entry it renders (parallel lists: a compaction re-renders a whole request,
+    and no per-entry record is built for it).
 
     Pairing invariant: an assistant message keeps only the calls whose tool message is
     also sent, and a tool message is sent only right after its call; an orphaned result
@@ -224,13 +245,17 @@ def render_turns(
     use_memo = memo is not None
     if memo is None:
         memo = {}  # written to, never read: without a memo every message is rendered anew
-    paired = _paired_calls(entries, items, contents)
-    messages: list[Rendered] = []
-    deferred: list[Rendered] = []
+    paired = _paired_calls(ids, projections, items, contents)
+    messages: list[dict] = []
+    sources: list[int] = []
+    deferred: list[dict] = []
+    deferred_sources: list[int] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
-    record, omitted, remembered = tuple.__new__, Projection.OMITTED, memo.get
+    omitted, remembered = Projection.OMITTED, memo.get
 
-    for index, (item_id, projection) in enumerate(entries):
+    message: dict | None
+    for index, item_id in enumerate(ids):
+        projection = projections[index]
         item, content = items[item_id], contents[item_id]
         if projection == omitted:
             continue
@@ -239,7 +264,12 @@ def render_turns(
             call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
             if call_id not in pending:
                 message = _orphan_result(item, content, projection, preview_chars, recall)
-                (deferred if pending else messages).append(record(Rendered, (message, item_id, projection)))
+                if pending:
+                    deferred.append(message)
+                    deferred_sources.append(index)
+                else:
+                    messages.append(message)
+                    sources.append(index)
                 continue
             last = remembered(item_id) if use_memo else None
             if last is not None and last[0] is projection and last[1] is None:  # members are singletons
@@ -249,11 +279,14 @@ def render_turns(
                 if use_memo:
                     memo[item_id] = (projection, None, message)
             assert message is not None  # a tool message always renders, empty or not
-            messages.append(record(Rendered, (message, item_id, projection)))
+            messages.append(message)
+            sources.append(index)
             pending.discard(call_id)
             if not pending and deferred:
                 messages.extend(deferred)
+                sources.extend(deferred_sources)
                 deferred.clear()
+                deferred_sources.clear()
             continue
         keep: list[ToolCall] | None = None
         calls: tuple[str, ...] | None = None
@@ -274,12 +307,17 @@ def render_turns(
             if use_memo:
                 memo[item_id] = (projection, calls, message)
         if message is not None:
-            (deferred if pending and message["role"] != "tool" else messages).append(
-                record(Rendered, (message, item_id, projection)))
+            if pending and message["role"] != "tool":
+                deferred.append(message)
+                deferred_sources.append(index)
+            else:
+                messages.append(message)
+                sources.append(index)
         if kept_ids:
             pending.update(kept_ids)
     messages.extend(deferred)
-    return messages
+    sources.extend(deferred_sources)
+    return messages, sources
 
 
 def _orphan_result(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
