@@ -8,7 +8,7 @@ from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import Item, Lifecycle, Projection
+from .items import Item, Lifecycle, Projection, set_state
 from .layout import rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
@@ -52,12 +52,13 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     if plan.is_empty:
         return ApplyResult(applied=True, reason="nothing to do", tokens_after=working_set_tokens(state))
     result = ApplyResult(applied=True, reason=f"{plan.mode} plan applied")
+    items, archived = state.items, Lifecycle.ARCHIVED
     for transition in plan.transitions:
-        item = state.items[transition.item_id]
-        if transition.lifecycle == Lifecycle.ARCHIVED:
+        item = items[transition.item_id]
+        if transition.lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
-            item.lifecycle, item.projection, item.reason = transition.lifecycle, transition.projection, transition.reason
+            set_state(item, transition.lifecycle, transition.projection, transition.reason)
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)

@@ -123,9 +123,10 @@ class Draft:
         change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
         old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
             item.lifecycle, item.projection)
-        old = 0 if old_lifecycle == Lifecycle.ARCHIVED else cost_of(item, old_projection, self.preview)
-        new = 0 if lifecycle == Lifecycle.ARCHIVED else cost_of(item, projection, self.preview)
-        self.lane_tokens += new - old
+        if old_lifecycle != Lifecycle.ARCHIVED:
+            self.lane_tokens -= cost_of(item, old_projection, self.preview)
+        if lifecycle != Lifecycle.ARCHIVED:
+            self.lane_tokens += cost_of(item, projection, self.preview)
         self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
 
     def archive(self, item: Item, reason: str) -> None:

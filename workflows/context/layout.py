@@ -42,6 +42,8 @@ def layout_key(item: Item) -> tuple[int, int, int, str]:
     """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id
     (``segment`` as numbers; written out because it runs for every item at every layout)."""
     kind = item.kind
+    if kind in _HISTORY_KINDS:  # most items: never stable, whatever their lifecycle
+        return 2, 1, item.seq, item.id
     if kind in _STABLE_RANK:
         return 0, _STABLE_RANK[kind], item.seq, item.id
     if kind == _MEMORY:

@@ -33,6 +33,7 @@ from .prefix import rebilled
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
 KEPT_RECENT_USER_MESSAGES = 2
 _REFERENCEABLE = (Projection.FULL, Projection.COMPACT)
+_PASS1_REASONS = {tool_class: f"pass1:{tool_class.value}→reference" for tool_class in ToolClass}
 
 Protect = Callable[[Item], bool]
 
@@ -114,8 +115,7 @@ def reference_tool_outputs(draft: Draft) -> None:
     for item in candidates:
         if _met(draft):
             return
-        tool_class = (item.tool_class or ToolClass.RUN).value
-        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class}→reference")
+        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, _PASS1_REASONS[item.tool_class or ToolClass.RUN])
 
 
 def sweep_rebilled(draft: Draft) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .draft import Draft
 from .items import Item, Kind, Lifecycle, Projection
-from .layout import is_step_capability, layout_key
+from .layout import layout_key
 
 Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
 _HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
@@ -53,18 +53,21 @@ def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
     draft that archives anything rewrites.
     """
     keyed = _planned_keys(draft)
-    return [(key[3], _PROJECTIONS[key[4]]) for key in keyed], _history_start(keyed)
+    return [(key[3], _planned_projection(draft, key[3])) for key in keyed], _history_start(keyed)
 
 
-# Projections by number in the planned keys: a tuple of ints and strings is untracked by the
-# garbage collector, one holding an enum member is not (10,000 of them would be promoted).
-_PROJECTIONS = tuple(Projection)
-_PROJECTION_CODE = {projection: code for code, projection in enumerate(_PROJECTIONS)}
-PlannedKey = tuple[int, int, int, str, int]  # layout key (segment, rank, seq, id), projection code
+def _planned_projection(draft: Draft, item_id: str) -> Projection:
+    """The projection of a planned entry: a regenerated text's is full."""
+    item = draft.state.items.get(item_id)
+    return draft.view(item)[1] if item is not None else Projection.FULL
+
+
+PlannedKey = tuple[int, int, int, str]  # layout key (segment, rank, seq, id) of a planned entry
 
 
 def _planned_keys(draft: Draft) -> list[PlannedKey]:
-    """``planned_entries`` as sorted layout keys, each with its projection's code."""
+    """The items of ``planned_entries`` as their sorted layout keys (tuples of ints and a
+    string: untracked by the garbage collector, unlike the pairs, which hold enum members)."""
     state = draft.state
     regenerated = set(draft.new_texts)
     if draft.checkpoint_changed:
@@ -72,20 +75,21 @@ def _planned_keys(draft: Draft) -> list[PlannedKey]:
     if draft.summary_changed:
         regenerated.add(Kind.SUMMARY.value)
     keyed: list[PlannedKey] = []
-    changes, archived, omitted, code = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED, _PROJECTION_CODE
+    changes, archived, omitted, capability = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED, Kind.CAPABILITY.value
     for item in state.items.values():
-        if is_step_capability(item) or (item.kind in regenerated and state.generated_id(item.kind) == item.id):
+        kind = item.kind  # is_step_capability written out
+        if (kind == capability and item.scope == "step") or (kind in regenerated and state.generated_id(kind) == item.id):
             continue  # step context is not laid out; a replaced generated item is added below
         change = changes.get(item.id)  # Draft.view and _visible written out: one pass over the working set
         lifecycle, projection = (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
         if lifecycle != archived and projection != omitted:
-            keyed.append((*layout_key(item), code[projection]))
+            keyed.append(layout_key(item))
     for kind in sorted(regenerated):
         if draft.new_texts.get(kind) == "":
             continue  # retired: nothing replaces it
         new = Item(id=f"(new {kind})", seq=state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
-        keyed.append((*layout_key(new), code[Projection.FULL]))
-    keyed.sort()  # (seq, id) alone already orders two items: the projection never decides
+        keyed.append(layout_key(new))
+    keyed.sort()
     return keyed
 
 
@@ -108,17 +112,17 @@ def first_change(before: list[Entry], after: list[Entry]) -> int:
 
 def _first_change_from_current(draft: Draft, after: list[PlannedKey]) -> int:
     """``first_change(current_entries(draft), planned_entries(draft)[0])`` without building either."""
-    items, archived, omitted, code = draft.state.items, Lifecycle.ARCHIVED, Projection.OMITTED, _PROJECTION_CODE
+    items, changes, archived, omitted = draft.state.items, draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED
     index, end = 0, len(after)
     for item_id in draft.state.order:
         item = items[item_id]
         projection = item.projection
         if item.lifecycle == archived or projection == omitted:
             continue
-        if index == end:
+        if index == end or after[index][3] != item_id:
             return index
-        key = after[index]
-        if key[3] != item_id or key[4] != code[projection]:
+        change = changes.get(item_id)  # the same item: planned with its projection in the draft
+        if change is not None and change.projection != projection:
             return index
         index += 1
     return index
