@@ -150,9 +150,11 @@ Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a requ
 
 
 def _paired_calls(ids: Sequence[str], projections: Sequence[Projection], items: dict[str, Item],
-                  contents: dict[str, ItemContent]) -> set[tuple[int, str]]:
-    """(entry index of the assistant, call id) for every call answered before the next assistant turn."""
+                  contents: dict[str, ItemContent]) -> tuple[set[tuple[int, str]], dict[int, int]]:
+    """(entry index of the assistant, call id) for every call answered before the next assistant
+    turn, and how many calls of each assistant entry are answered (absent: none)."""
     paired: set[tuple[int, str]] = set()
+    answered: dict[int, int] = {}
     assistant_at, open_calls = -1, set()
     omitted = Projection.OMITTED
     for index, item_id in enumerate(ids):
@@ -162,14 +164,16 @@ def _paired_calls(ids: Sequence[str], projections: Sequence[Projection], items: 
         role = item.role
         if role == "assistant":
             calls = contents[item_id].tool_calls
-            assistant_at, open_calls = index, {c.id for c in calls} if calls else set()
+            assistant_at = index
+            open_calls = {calls[0].id} if len(calls) == 1 else {c.id for c in calls}
         elif role == "tool":
             content = contents[item_id]  # _call_id written out: this runs for every entry of a request
             call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
             if call_id in open_calls:
                 paired.add((assistant_at, call_id))
+                answered[assistant_at] = answered.get(assistant_at, 0) + 1
                 open_calls.discard(call_id)
-    return paired
+    return paired, answered
 
 
 def _call_id(item: Item, content: ItemContent) -> str | None:
@@ -214,8 +218,10 @@ def _split(entries: Entries) -> tuple[list[str], list[Projection]]:
     return [item_id for item_id, _ in entries], [projection for _, projection in entries]
 
 
-# item id -> (projection, kept call ids or None for all, message): its last rendering
-MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | None, dict | None]]
+# item id -> (projection, the calls kept, message): its last rendering; the calls kept are
+# None for an item that is no assistant turn, True when all of a turn's calls are kept, else
+# their ids
+MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | bool | None, dict | None]]
 
 
 def render_entries(
@@ -245,7 +251,7 @@ def render_entries(
     use_memo = memo is not None
     if memo is None:
         memo = {}  # written to, never read: without a memo every message is rendered anew
-    paired = _paired_calls(ids, projections, items, contents)
+    paired, answered = _paired_calls(ids, projections, items, contents)
     messages: list[dict] = []
     sources: list[int] = []
     deferred: list[dict] = []
@@ -289,16 +295,18 @@ def render_entries(
                 deferred_sources.clear()
             continue
         keep: list[ToolCall] | None = None
-        calls: tuple[str, ...] | None = None
-        kept_ids: list[str] = []
+        calls: tuple[str, ...] | bool | None = None
         if role == "assistant":
             # pending is empty here: a call is paired only with a result before the next assistant turn
-            keep = []
-            for call in content.tool_calls:
-                if (index, call.id) in paired:
-                    keep.append(call)
-                    kept_ids.append(call.id)
-            calls = tuple(kept_ids)
+            tool_calls = content.tool_calls
+            count = answered.get(index, 0) if tool_calls else 0
+            if not count:
+                keep, calls = [], ()
+            elif count == len(tool_calls):  # every call answered (the usual case)
+                keep, calls = tool_calls, True
+            else:
+                keep = [c for c in tool_calls if (index, c.id) in paired]
+                calls = tuple([c.id for c in keep])
         last = remembered(item_id) if use_memo else None
         if last is not None and last[0] is projection and last[1] == calls:
             message = last[2]
@@ -313,8 +321,11 @@ def render_entries(
             else:
                 messages.append(message)
                 sources.append(index)
-        if kept_ids:
-            pending.update(kept_ids)
+        if keep:
+            if len(keep) == 1:
+                pending.add(keep[0].id)
+            else:
+                pending.update([c.id for c in keep])
     messages.extend(deferred)
     sources.extend(deferred_sources)
     return messages, sources
