@@ -210,12 +210,26 @@ def render_turns(
     """OpenAI chat messages for a request plan's (item id, projection) entries, each with its
     entry (see ``render_entries``)."""
     ids, projections = _split(entries)
-    messages, sources = render_entries(ids, projections, items, contents, preview_chars, recall)
+    messages, sources, _, _ = render_entries(ids, projections, items, contents, preview_chars, recall)
     return [Rendered(message, ids[index], projections[index]) for message, index in zip(messages, sources, strict=True)]
 
 
 def _split(entries: Entries) -> tuple[list[str], list[Projection]]:
     return [item_id for item_id, _ in entries], [projection for _, projection in entries]
+
+
+class Rendering(NamedTuple):
+    """What ``render_entries`` returns: parallel lists, since a compaction re-renders a whole
+    request and no per-entry record is built for it."""
+
+    messages: list[dict]
+    sources: list[int]  # for each message, the index of the entry it renders
+    # Segments: one starts at entry 0 and at every shown assistant entry, where no call awaits
+    # its result, so a segment renders the same on its own (render_cache.py). For each, the
+    # entry index where it starts and the index of its first message (or, without messages,
+    # of the next segment's).
+    segment_starts: list[int]
+    segment_offsets: list[int]
 
 
 # item id -> (projection, the calls kept, message): its last rendering; the calls kept are
@@ -232,10 +246,8 @@ def render_entries(
     preview_chars: int,
     recall: RecallStyle = "tool",
     memo: MessageMemo | None = None,
-) -> tuple[list[dict], list[int]]:
-    """The chat messages of the entries ``zip(ids, projections)`` and, for each message, the
-    index of the entry it renders (parallel lists: a compaction re-renders a whole request,
-    and no per-entry record is built for it).
+) -> Rendering:
+    """The chat messages of the entries ``zip(ids, projections)`` (see ``Rendering``).
 
     Pairing invariant: an assistant message keeps only the calls whose tool message is
     also sent, and a tool message is sent only right after its call; an orphaned result
@@ -257,6 +269,7 @@ def render_entries(
     deferred: list[dict] = []
     deferred_sources: list[int] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
+    segment_starts, segment_offsets = [0], [0]
     omitted, remembered = Projection.OMITTED, memo.get
 
     message: dict | None
@@ -298,6 +311,9 @@ def render_entries(
         calls: tuple[str, ...] | bool | None = None
         if role == "assistant":
             # pending is empty here: a call is paired only with a result before the next assistant turn
+            if index:
+                segment_starts.append(index)
+                segment_offsets.append(len(messages))
             tool_calls = content.tool_calls
             count = answered.get(index, 0) if tool_calls else 0
             if not count:
@@ -328,7 +344,7 @@ def render_entries(
                 pending.update([c.id for c in keep])
     messages.extend(deferred)
     sources.extend(deferred_sources)
-    return messages, sources
+    return Rendering(messages, sources, segment_starts, segment_offsets)
 
 
 def _orphan_result(item: Item, content: ItemContent, projection: Projection, preview_chars: int,

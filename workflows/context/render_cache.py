@@ -75,22 +75,13 @@ class RequestRenderer:
 
     def _render(self, ids: list[str], projections: list[Projection], start: int, items: dict[str, Item],
                 contents: dict[str, ItemContent], preview_chars: int, recall: RecallStyle) -> None:
-        """Render the entries from ``start`` on (a segment start) in one pass and note where
-        each segment's messages begin: a segment's messages all precede the next segment's,
-        so the first message rendered from an entry at or after a segment start (or, for a
-        segment without messages, the next one's) marks it."""
-        begins = _segment_starts(ids, projections, items)
-        messages, sources = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo)
+        """Render the entries from ``start`` on (a segment start) and note where each segment
+        starts and where its messages begin."""
+        rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo)
         base = len(self._messages)
-        offsets = [base + len(messages)] * len(begins)
-        segment, segments = 0, len(begins)  # segments whose offset is not set yet start at ``segment``
-        for index, entry in enumerate(sources):
-            while segment < segments and begins[segment] <= entry:
-                offsets[segment] = base + index
-                segment += 1
-        self._starts.extend([start + b for b in begins])
-        self._offsets.extend(offsets)
-        self._messages.extend(messages)
+        self._starts.extend([start + s for s in rendering.segment_starts])
+        self._offsets.extend([base + o for o in rendering.segment_offsets])
+        self._messages.extend(rendering.messages)
 
     def _shared_segments(self, entries: list[Entry]) -> int:
         """How many leading segments of the previous request ``entries`` repeats exactly
@@ -109,10 +100,3 @@ def _pair(entry: Entry) -> tuple[str, Projection]:
     if isinstance(entry, tuple):
         return entry
     return entry.item_id, entry.projection
-
-
-def _segment_starts(ids: list[str], projections: list[Projection], items: dict[str, Item]) -> list[int]:
-    """Where the segments of the entries start: at 0 and at every shown assistant entry."""
-    omitted = Projection.OMITTED
-    return [0] + [index for index in range(1, len(ids))
-                  if projections[index] != omitted and items[ids[index]].role == "assistant"]
