@@ -14,7 +14,7 @@ from .checkpoint import CheckpointData, checkpoint_text
 from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
 from .episodes import EpisodeStatus, markers_text
 from .items import Item, Kind, Lifecycle, Projection
-from .ledger import GENERATED_KINDS, ContextState, lane_items, protected_groups
+from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState, protected_groups
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
 
@@ -41,15 +41,21 @@ class Draft:
         self.target = int(self.budget * self.config.target_ratio)
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Transition] = {}
-        self.lane = lane_items(state)  # seq order
-        preview, omitted = self.preview, Projection.OMITTED
-        lane_tokens = 0
-        for item in self.lane:  # cost_of written out for the common case: a measured projection
+        # the lane (ledger.lane_items: seq order) and its cost in one pass
+        self.lane: list[Item] = []
+        preview, omitted, not_lane, lane_tokens = self.preview, Projection.OMITTED, NOT_LANE_KINDS, 0
+        append = self.lane.append
+        for item in state.items.values():
+            if item.kind in not_lane:
+                continue
+            append(item)
             projection = item.projection
-            measured = item.tokens.get(projection)
+            measured = item.tokens.get(projection)  # cost_of written out for a measured projection
             lane_tokens += (measured if measured is not None and projection != omitted
                             else cost_of(item, projection, preview))
         self.lane_tokens = lane_tokens
+        # passes._referenceable's last candidates and the protected groups they are for
+        self.referenceable: tuple[set[int], list[Item]] | None = None
         # the configured window (a pure function of the state, which a draft never changes):
         # the cache-aware sweep restores it after an emergency narrowed it
         self.configured_protected = protected_groups(state, self.config.protected_groups)
@@ -151,6 +157,7 @@ class Draft:
         self.changes, self.lane_tokens = dict(point.changes), point.lane_tokens
         self.checkpoint, self.checkpoint_changed = point.checkpoint.copy(), point.checkpoint_changed
         self.archived_episodes, self.passes = list(point.archived_episodes), list(point.passes)
+        self.referenceable = None  # an item may be shown again
         self.invalidate()
 
     # --- the plan ------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from .summary import SummaryData
 
 PINNED_KINDS = frozenset({Kind.SYSTEM.value, Kind.USER.value, Kind.NOTE.value, Kind.DECISION.value})
 GENERATED_KINDS = frozenset({Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value, Kind.EPISODES.value})
-_NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
+NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
 _GROUP_SEARCH = 256  # how far back a tool result looks for the assistant turn that called it
 
 
@@ -229,7 +229,7 @@ def _assign_entry_projection(state: ContextState, item: Item) -> None:
 
 def lane_items(state: ContextState) -> list[Item]:
     """Working-set items that came from the lane (not generated, not capability context)."""
-    not_lane = _NOT_LANE_KINDS
+    not_lane = NOT_LANE_KINDS
     return [i for i in state.items.values() if i.kind not in not_lane]
 
 

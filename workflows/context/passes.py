@@ -87,13 +87,16 @@ def _referenceable(draft: Draft) -> list[Item]:
     """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
     still shown in full or compact, whose reference is cheaper (a tiny output gains nothing).
 
-    (``is_tool_output``, ``Draft.protected`` and ``Draft.view`` written out: this runs over
-    the whole lane, twice per compaction.)"""
-    out = []
+    Passes only ever move items to a reference or out, so an item that is no candidate
+    stays none for as long as the protected groups are the same: a second call looks only at
+    the candidates of the first. (``is_tool_output``, ``Draft.protected`` and ``Draft.view``
+    written out: the first call runs over the whole lane.)"""
+    out: list[Item] = []
     preview, changes = draft.preview, draft.changes
     groups, active = draft.protected_groups, draft.active_episodes
     tool_kinds, pinned, reference = TOOL_OUTPUT_KINDS, Lifecycle.PINNED, Projection.REFERENCE
-    for item in draft.lane:
+    last = draft.referenceable
+    for item in last[1] if last is not None and last[0] is groups else draft.lane:
         if not item.observation_id or not (item.kind in tool_kinds or item.role == "tool"):
             continue
         if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
@@ -105,13 +108,13 @@ def _referenceable(draft: Draft) -> list[Item]:
             continue
         if cost_of(item, reference, preview) < cost_of(item, projection, preview):
             out.append(item)
-    return out
+    draft.referenceable = (groups, out)
+    return list(out)  # the caller may reorder its list, not the one kept
 
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    candidates = _referenceable(draft)
-    candidates.sort(key=lambda i: (CLASS_PRIORITY[i.tool_class or ToolClass.RUN], i.seq))
+    candidates = sorted(_referenceable(draft), key=lambda i: (CLASS_PRIORITY[i.tool_class or ToolClass.RUN], i.seq))
     for item in candidates:
         if _met(draft):
             return
