@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.engine.sim import big
 from tests.engine.test_properties import SETTINGS, Driver, op, swept_sessions
 from workflows.context import engine as E
-from workflows.context import plan_cache
+from workflows.context import plan_cache, request_plan
 from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
 from workflows.context.items import Projection
 from workflows.context.render_cache import RequestRenderer
@@ -129,3 +129,18 @@ def test_the_renderer_re_renders_from_the_first_changed_segment():
     assert again[:4] == first[:4] and again[5] != first[5]
     shorter = checker.renderer.render(pairs[:7], checker.state.items, checker.contents, checker.preview)
     assert shorter == E.render_messages(pairs[:7], checker.state.items, checker.contents, checker.preview)
+
+
+def test_a_compaction_that_only_re_projects_patches_the_cached_plan(monkeypatch):
+    checker = Checker(6_000, False)
+    checker.user("go")
+    for n in range(8):
+        checker.exchange(f"cat f{n}.py", big(2_000, f"o{n}"))
+    checker.check()  # the layout and the plan cache of the step before
+    plan = E.plan_fallback(checker.state)
+    assert plan.transitions and all(t.lifecycle != "archived" for t in plan.transitions) and not plan.generated
+    monkeypatch.setattr(request_plan, "_scan", None)  # a full scan would fail
+    assert checker.apply(plan).applied
+    monkeypatch.undo()
+    assert plan_cache.current(checker.state) is not None
+    checker.check()  # the patched plan equals the full recomputation

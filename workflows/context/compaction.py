@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import ids
+from . import ids, plan_cache
 from .budget import budget, cost, working_set_tokens
 from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
@@ -52,13 +52,18 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     if plan.is_empty:
         return ApplyResult(applied=True, reason="nothing to do", tokens_after=working_set_tokens(state))
     result = ApplyResult(applied=True, reason=f"{plan.mode} plan applied")
-    items, archived = state.items, Lifecycle.ARCHIVED
+    # the request plan as it is now (appended items included), which a plan that only
+    # re-projects items turns into the next one entry by entry (request_plan.refresh_plan_cache)
+    refresh_plan_cache(state)
+    before, order_before = plan_cache.current(state), state.order
+    items, archived, reprojected = state.items, Lifecycle.ARCHIVED, []
     for transition in plan.transitions:
         item = items[transition.item_id]
         if transition.lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
             set_state(item, transition.lifecycle, transition.projection, transition.reason)
+            reprojected.append(item.id)
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
@@ -72,7 +77,9 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     _count(state, plan)
     rebuild_layout(state)
     state.generation += 1
-    refresh_plan_cache(state)  # one scan for the next request's plan and the sums (tokens_after)
+    # the next request's plan and the sums (tokens_after): patched, or one full scan
+    refresh_plan_cache(state, before if not result.archived and not result.created else None, order_before,
+                       reprojected)
     result.tokens_after = working_set_tokens(state)
     return result
 

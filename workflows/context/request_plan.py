@@ -13,6 +13,9 @@ plan must equal byte for byte (tests/engine/test_incremental_plan.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from pydantic import BaseModel, ConfigDict
 
 from . import plan_cache
@@ -83,10 +86,50 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
     return plan
 
 
-def refresh_plan_cache(state: ContextState) -> None:
+def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None = None,
+                       order_before: list[str] | None = None, reprojected: Sequence[str] = ()) -> None:
     """Bring the state's plan cache up to date now (after a compaction: the sums it holds
-    answer ``working_set_tokens`` and the next ``plan_request`` without another scan)."""
+    answer ``working_set_tokens`` and the next ``plan_request`` without another scan).
+
+    ``before`` is the cache as it was current before a compaction that only re-projected
+    the items ``reprojected`` (each shown before and after) and left the layout as it was
+    (``order_before``, every item of it shown; the segments may have grown, e.g. at a first
+    layout): then the new cache is ``before`` with those entries replaced, not a full scan."""
+    if before is not None and _patch(state, before, order_before, reprojected):
+        return
     _full_rung(state)
+
+
+def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list[str] | None,
+           reprojected: Sequence[str]) -> bool:
+    """``refresh_plan_cache`` by replacing the entries of ``reprojected`` in ``before``;
+    False (nothing done) when the compaction changed more than that."""
+    shared = len(state.shared_prefix)
+    if (before.pending or state.order != order_before or len(before.entries) != shared + len(state.order)
+            or before.shared_tokens != state.shared_tokens
+            or before.preview_chars != state.config.effective_preview_chars):
+        return False
+    preview, items, entries = state.config.effective_preview_chars, state.items, list(before.entries)
+    position = dict(zip(state.order, range(shared, len(entries)), strict=True))
+    omitted, archived, capability = Projection.OMITTED, Lifecycle.ARCHIVED, Kind.CAPABILITY.value
+    delta = 0
+    for item_id in reprojected:
+        item = items[item_id]
+        index = position[item_id]
+        old = entries[index]
+        projection = item.projection
+        if projection == omitted or item.lifecycle == archived or item.kind == capability or old.item_id != item_id:
+            return False  # shown no more, or capability context: the sums need a full scan
+        tokens = cost_of(item, projection, preview)
+        if old.projection is not projection or old.tokens != tokens:
+            entries[index] = PlanEntry(item_id=item_id, projection=projection, tokens=tokens)
+            delta += tokens - old.tokens
+    plan_cache.store(state, replace(
+        before, generation=state.generation, layout_epoch=state.layout_epoch, order_len=len(state.order),
+        working_set=before.working_set + delta, entries=entries, laid_out=len(entries),  # every entry laid out
+        counts=[shared + state.stable_len, state.memory_len, len(state.order) - state.stable_len - state.memory_len],
+        conversation=before.conversation + delta, step=list(before.step), pending=[]))
+    return True
 
 
 def _full_rung(state: ContextState) -> plan_cache.PlanCache:
