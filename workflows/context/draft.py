@@ -18,6 +18,8 @@ from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState, protected_gro
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
 
+_ARCHIVED, _PINNED = Lifecycle.ARCHIVED, Lifecycle.PINNED  # plain constants: read once per item in passes
+
 
 @dataclass(frozen=True)
 class Savepoint:
@@ -84,12 +86,12 @@ class Draft:
         return (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
 
     def archived(self, item: Item) -> bool:
-        return self.view(item)[0] == Lifecycle.ARCHIVED
+        return self.view(item)[0] == _ARCHIVED
 
     def protected(self, item: Item) -> bool:
         """Never evicted: pinned items (until pass 3), the newest groups, active episodes."""
         return (
-            item.lifecycle == Lifecycle.PINNED
+            item.lifecycle == _PINNED
             or (item.group is not None and item.group in self.protected_groups)
             or (item.episode is not None and item.episode in self.active_episodes)
         )
@@ -129,9 +131,9 @@ class Draft:
         change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
         old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
             item.lifecycle, item.projection)
-        if old_lifecycle != Lifecycle.ARCHIVED:
+        if old_lifecycle != _ARCHIVED:
             self.lane_tokens -= cost_of(item, old_projection, self.preview)
-        if lifecycle != Lifecycle.ARCHIVED:
+        if lifecycle != _ARCHIVED:
             self.lane_tokens += cost_of(item, projection, self.preview)
         self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
 

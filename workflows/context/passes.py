@@ -114,11 +114,12 @@ def _referenceable(draft: Draft) -> list[Item]:
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    candidates = sorted(_referenceable(draft), key=lambda i: (CLASS_PRIORITY[i.tool_class or ToolClass.RUN], i.seq))
+    run, retained, reference = ToolClass.RUN, Lifecycle.RETAINED, Projection.REFERENCE
+    candidates = sorted(_referenceable(draft), key=lambda i: (CLASS_PRIORITY[i.tool_class or run], i.seq))
     for item in candidates:
         if _met(draft):
             return
-        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, _PASS1_REASONS[item.tool_class or ToolClass.RUN])
+        draft.move(item, retained, reference, _PASS1_REASONS[item.tool_class or run])
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -152,8 +153,9 @@ def sweep_rebilled(draft: Draft) -> None:
     swept = [item for item in _referenceable(draft) if item.id in rebill.ids]
     if swept:
         draft.passes.append("pass1:cache-sweep")
+    retained, reference = Lifecycle.RETAINED, Projection.REFERENCE
     for item in swept:
-        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
+        draft.move(item, retained, reference, "pass1:cache-sweep→reference")
 
 
 def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing,

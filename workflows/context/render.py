@@ -25,6 +25,10 @@ from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
 # Longest tool-call argument string kept verbatim per projection of an assistant message.
 _ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120}
 _MIN_ARGUMENT_SHARE = 200
+# plain constants: an enum member read as a class attribute costs a lookup through the enum
+# machinery, and these run for every message of a request
+_FULL, _COMPACT, _MINIMAL_REFERENCE, _OMITTED = (Projection.FULL, Projection.COMPACT, Projection.MINIMAL_REFERENCE,
+                                                 Projection.OMITTED)
 
 
 def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
@@ -32,16 +36,16 @@ def projection_text(item: Item, content: ItemContent, projection: Projection, pr
     """The text of ``item`` under ``projection``; bounded for every projection but FULL.
     ``recall``: how placeholders say to read the omitted text back."""
     text = content.text
-    if projection == Projection.FULL:
+    if projection == _FULL:
         return text
-    if projection == Projection.OMITTED:
+    if projection == _OMITTED:
         return ""
     address = observation_address(item.observation_id) if item.observation_id else None
-    if projection == Projection.COMPACT:
+    if projection == _COMPACT:
         return _head_tail(text, preview_chars, item.observation_id, recall)
     if address is None:
         return _without_address(item, text, projection)
-    if projection == Projection.MINIMAL_REFERENCE:
+    if projection == _MINIMAL_REFERENCE:
         return f"Full output: {address}"
     if is_tool_output(item):
         tool = item.tool_name or content.tool_name or "tool"
@@ -98,7 +102,7 @@ def _without_address(item: Item, text: str, projection: Projection) -> str:
 def _bounded_arguments(arguments: str, projection: Projection, preview_chars: int) -> str:
     """Tool-call arguments bounded by projection; a cut is still valid JSON."""
     limit = _ARGUMENT_LIMITS.get(projection, preview_chars)
-    if projection == Projection.FULL or len(arguments) <= limit:
+    if projection == _FULL or len(arguments) <= limit:
         return arguments
     head = arguments[: max(0, limit - 60)]
     return json.dumps({"truncated_arguments": head, "omitted_chars": len(arguments) - len(head)}, ensure_ascii=False)
@@ -136,7 +140,7 @@ def item_message(
             share = preview_chars // max(1, len(content.tool_calls))
             tool_calls = [_tool_call_dict(c, projection, max(share, _MIN_ARGUMENT_SHARE)) for c in calls]
             message = {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
-        if projection == Projection.FULL and content.reasoning_content:
+        if projection == _FULL and content.reasoning_content:
             # passed back in the form it came in, while the turn is kept whole
             message["reasoning_content"] = content.reasoning_content
         return message
