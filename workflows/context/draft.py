@@ -18,7 +18,8 @@ from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState, protected_gro
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
 
-_ARCHIVED, _PINNED = Lifecycle.ARCHIVED, Lifecycle.PINNED  # plain constants: read once per item in passes
+# plain constants: read once per item in passes
+_ARCHIVED, _PINNED, _OMITTED = Lifecycle.ARCHIVED, Lifecycle.PINNED, Projection.OMITTED
 
 
 @dataclass(frozen=True)
@@ -131,10 +132,13 @@ class Draft:
         change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
         old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
             item.lifecycle, item.projection)
-        if old_lifecycle != _ARCHIVED:
-            self.lane_tokens -= cost_of(item, old_projection, self.preview)
-        if lifecycle != _ARCHIVED:
-            self.lane_tokens += cost_of(item, projection, self.preview)
+        tokens = item.tokens  # cost_of written out for measured projections (OMITTED costs 0)
+        if old_lifecycle != _ARCHIVED and old_projection != _OMITTED:
+            old = tokens.get(old_projection)
+            self.lane_tokens -= old if old is not None else cost_of(item, old_projection, self.preview)
+        if lifecycle != _ARCHIVED and projection != _OMITTED:
+            new = tokens.get(projection)
+            self.lane_tokens += new if new is not None else cost_of(item, projection, self.preview)
         self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
 
     def archive(self, item: Item, reason: str) -> None:

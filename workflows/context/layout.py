@@ -16,7 +16,7 @@ from .ledger import ContextState
 # (last, because they change most often of the stable parts).
 _STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.value: 3, Kind.EPISODES.value: 4}
 # Pinned items of these kinds stay in history: moving them would split an exchange group.
-_HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
+HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
 # plain strings: these run once per item at every layout, and Enum.value is a property call
 _MEMORY, _CHECKPOINT, _CAPABILITY = Kind.MEMORY.value, Kind.CHECKPOINT.value, Kind.CAPABILITY.value
 
@@ -29,7 +29,7 @@ def segment(item: Item) -> tuple[str, int]:
         return "history", 0
     if item.kind in _STABLE_RANK:
         return "stable", _STABLE_RANK[item.kind]
-    if item.lifecycle == Lifecycle.PINNED and item.kind not in _HISTORY_KINDS and item.role != "tool":
+    if item.lifecycle == Lifecycle.PINNED and item.kind not in HISTORY_KINDS and item.role != "tool":
         return "stable", 2
     return "history", 1
 
@@ -42,7 +42,7 @@ def layout_key(item: Item) -> tuple[int, int, int, str]:
     """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id
     (``segment`` as numbers; written out because it runs for every item at every layout)."""
     kind = item.kind
-    if kind in _HISTORY_KINDS:  # most items: never stable, whatever their lifecycle
+    if kind in HISTORY_KINDS:  # most items: never stable, whatever their lifecycle
         return 2, 1, item.seq, item.id
     if kind in _STABLE_RANK:
         return 0, _STABLE_RANK[kind], item.seq, item.id
@@ -50,7 +50,7 @@ def layout_key(item: Item) -> tuple[int, int, int, str]:
         return 1, 0, item.seq, item.id
     if kind == _CHECKPOINT:
         return 2, 0, item.seq, item.id
-    if item.lifecycle == Lifecycle.PINNED and kind not in _HISTORY_KINDS and item.role != "tool":
+    if item.lifecycle == Lifecycle.PINNED and kind not in HISTORY_KINDS and item.role != "tool":
         return 0, 2, item.seq, item.id
     return 2, 1, item.seq, item.id
 

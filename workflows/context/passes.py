@@ -20,6 +20,7 @@ compaction, which would re-bill the retained history again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from .budget import cost_of
 from .checkpoint import EpisodeNote
@@ -83,6 +84,9 @@ def cleanup_omitted(draft: Draft) -> None:
             draft.archive(item, "archived:omitted-at-task-end")
 
 
+_SEQ = attrgetter("seq")
+
+
 def _referenceable(draft: Draft) -> list[Item]:
     """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
     still shown in full or compact, whose reference is cheaper (a tiny output gains nothing).
@@ -106,7 +110,13 @@ def _referenceable(draft: Draft) -> list[Item]:
         projection = change.projection if change else item.projection
         if projection not in _REFERENCEABLE:
             continue
-        if cost_of(item, reference, preview) < cost_of(item, projection, preview):
+        tokens = item.tokens  # cost_of written out for measured projections
+        reference_cost, cost = tokens.get(reference), tokens.get(projection)
+        if reference_cost is None:
+            reference_cost = cost_of(item, reference, preview)
+        if cost is None:
+            cost = cost_of(item, projection, preview)
+        if reference_cost < cost:
             out.append(item)
     draft.referenceable = (groups, out)
     return list(out)  # the caller may reorder its list, not the one kept
@@ -115,11 +125,17 @@ def _referenceable(draft: Draft) -> list[Item]:
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
     run, retained, reference = ToolClass.RUN, Lifecycle.RETAINED, Projection.REFERENCE
-    candidates = sorted(_referenceable(draft), key=lambda i: (CLASS_PRIORITY[i.tool_class or run], i.seq))
-    for item in candidates:
-        if _met(draft):
-            return
-        draft.move(item, retained, reference, _PASS1_REASONS[item.tool_class or run])
+    # by (class priority, seq): sorted by seq, then grouped by priority keeping that order
+    by_priority: dict[int, list[Item]] = {}
+    for item in sorted(_referenceable(draft), key=_SEQ):
+        by_priority.setdefault(CLASS_PRIORITY[item.tool_class or run], []).append(item)
+    generated = draft.total() - draft.lane_tokens  # a move changes no generated text
+    target = draft.target
+    for priority in sorted(by_priority):
+        for item in by_priority[priority]:
+            if draft.lane_tokens + generated <= target:  # _met
+                return
+            draft.move(item, retained, reference, _PASS1_REASONS[item.tool_class or run])
 
 
 def sweep_rebilled(draft: Draft) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .draft import Draft
 from .items import Item, Kind, Lifecycle, Projection
-from .layout import layout_key
+from .layout import HISTORY_KINDS, layout_key
 
 Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
 _HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
@@ -76,6 +76,7 @@ def _planned_keys(draft: Draft) -> list[PlannedKey]:
         regenerated.add(Kind.SUMMARY.value)
     keyed: list[PlannedKey] = []
     changes, archived, omitted, capability = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED, Kind.CAPABILITY.value
+    history_kinds = HISTORY_KINDS
     for item in state.items.values():
         kind = item.kind  # is_step_capability written out
         if (kind == capability and item.scope == "step") or (kind in regenerated and state.generated_id(kind) == item.id):
@@ -83,7 +84,8 @@ def _planned_keys(draft: Draft) -> list[PlannedKey]:
         change = changes.get(item.id)  # Draft.view and _visible written out: one pass over the working set
         lifecycle, projection = (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
         if lifecycle != archived and projection != omitted:
-            keyed.append(layout_key(item))
+            # layout_key written out for history items (most of them)
+            keyed.append((2, 1, item.seq, item.id) if kind in history_kinds else layout_key(item))
     for kind in sorted(regenerated):
         if draft.new_texts.get(kind) == "":
             continue  # retired: nothing replaces it
