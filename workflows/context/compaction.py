@@ -9,7 +9,7 @@ from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
 from .items import Item, Lifecycle, Projection, set_state
-from .layout import rebuild_layout
+from .layout import keep_layout, layout_unchanged, lifecycle_dependent, rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
 from .request_plan import refresh_plan_cache
@@ -57,11 +57,14 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     refresh_plan_cache(state)
     before, order_before = plan_cache.current(state), state.order
     items, archived, reprojected = state.items, Lifecycle.ARCHIVED, []
+    keys_kept = True  # no laid-out item changes its layout key
     for transition in plan.transitions:
         item = items[transition.item_id]
         if transition.lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
+            if keys_kept and lifecycle_dependent(item) and transition.lifecycle != item.lifecycle:
+                keys_kept = False
             set_state(item, transition.lifecycle, transition.projection, transition.reason)
             reprojected.append(item.id)
     for text in plan.generated:
@@ -75,7 +78,10 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         state.summary = plan.summary.copy()
         state.counters.rolled_into_summary = state.summary.rolled
     _count(state, plan)
-    rebuild_layout(state)
+    if keys_kept and not result.archived and not result.created and layout_unchanged(state):
+        keep_layout(state)  # what rebuild_layout would do, without sorting the working set again
+    else:
+        rebuild_layout(state)
     state.generation += 1
     # the next request's plan and the sums (tokens_after): patched, or one full scan
     refresh_plan_cache(state, before if not result.archived and not result.created else None, order_before,

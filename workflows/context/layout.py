@@ -8,6 +8,8 @@ never in ``order``: the planner puts it after everything, since it is gone next 
 
 from __future__ import annotations
 
+from weakref import ref
+
 from .items import Item, Kind, Lifecycle
 from .ledger import ContextState
 
@@ -56,7 +58,10 @@ def layout_key(item: Item) -> tuple[int, int, int, str]:
 
 
 def rebuild_layout(state: ContextState) -> None:
-    """Recompute ``order`` from the working set; marks a new layout epoch."""
+    """Recompute ``order`` from the working set; marks a new layout epoch.
+
+    (``keep_layout`` does the same in place when ``layout_unchanged`` says the result would
+    be the current order.)"""
     archived, capability = Lifecycle.ARCHIVED, _CAPABILITY
     laid_out = sorted([layout_key(item) for item in state.items.values()
                        if item.lifecycle != archived and not (item.kind == capability and item.scope == "step")])
@@ -72,6 +77,57 @@ def rebuild_layout(state: ContextState) -> None:
     state.stable_len, state.memory_len = stable, memory
     state.laid_out_len = len(state.order)
     state.layout_epoch += 1
+    _note_laid_out(state)
+
+
+# Derived, never stored (like plan_cache): id(state) -> (weak reference, layout_epoch of the
+# last rebuild_layout in this process). While the epoch is unchanged, ``order[:laid_out_len]``
+# is sorted by layout key: the keys of laid-out items change only where the epoch is bumped
+# (a compaction, a task end, a capability cleared). A state restored from a checkpoint has
+# no entry until its first layout here.
+_LAID_OUT: dict[int, tuple[ref[ContextState], int]] = {}
+
+
+def _note_laid_out(state: ContextState) -> None:
+    key = id(state)
+
+    def forget(dead: ref[ContextState]) -> None:
+        entry = _LAID_OUT.get(key)
+        if entry is not None and entry[0] is dead:
+            del _LAID_OUT[key]
+
+    _LAID_OUT[key] = (ref(state, forget), state.layout_epoch)
+
+
+def lifecycle_dependent(item: Item) -> bool:
+    """Whether ``layout_key(item)`` depends on the item's lifecycle (pinned or not)."""
+    kind = item.kind
+    return not (kind in HISTORY_KINDS or kind in _STABLE_RANK or kind in (_MEMORY, _CHECKPOINT)
+                or item.role == "tool")
+
+
+def layout_unchanged(state: ContextState) -> bool:
+    """``rebuild_layout`` would keep ``order`` as it is: it is sorted since the last layout in
+    this process, nothing left it (no archived item in it: the caller's part), and everything
+    appended since belongs at the end of history (an exchange: a larger seq than any laid-out
+    item). The caller also guarantees that no laid-out item changed its layout key."""
+    entry = _LAID_OUT.get(id(state))
+    if entry is None or entry[0]() is not state or entry[1] != state.layout_epoch:
+        return False
+    items = state.items
+    for item_id in state.order[state.laid_out_len:]:
+        key = layout_key(items[item_id])
+        if key[0] != 2 or key[1] != 1:
+            return False
+    return True
+
+
+def keep_layout(state: ContextState) -> None:
+    """``rebuild_layout`` when ``layout_unchanged``: the same order, all of it laid out now, a
+    new epoch (appended history items leave the stable and memory segments as they are)."""
+    state.laid_out_len = len(state.order)
+    state.layout_epoch += 1
+    _note_laid_out(state)
 
 
 def remove_from_order(state: ContextState, item_ids: set[str]) -> None:
