@@ -153,31 +153,30 @@ def item_message(
 Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a request is made of
 
 
-def _paired_calls(ids: Sequence[str], projections: Sequence[Projection], items: dict[str, Item],
-                  contents: dict[str, ItemContent]) -> tuple[set[tuple[int, str]], dict[int, int]]:
-    """(entry index of the assistant, call id) for every call answered before the next assistant
-    turn, and how many calls of each assistant entry are answered (absent: none)."""
-    paired: set[tuple[int, str]] = set()
-    answered: dict[int, int] = {}
-    assistant_at, open_calls = -1, set()
-    omitted = Projection.OMITTED
-    for index, item_id in enumerate(ids):
-        item = items[item_id]
-        if projections[index] == omitted:
-            continue
-        role = item.role
-        if role == "assistant":
-            calls = contents[item_id].tool_calls
-            assistant_at = index
-            open_calls = {calls[0].id} if len(calls) == 1 else {c.id for c in calls}
-        elif role == "tool":
-            content = contents[item_id]  # _call_id written out: this runs for every entry of a request
-            call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
-            if call_id in open_calls:
-                paired.add((assistant_at, call_id))
-                answered[assistant_at] = answered.get(assistant_at, 0) + 1
-                open_calls.discard(call_id)
-    return paired, answered
+def _answered_calls(index: int, calls: list[ToolCall], ids: Sequence[str], projections: Sequence[Projection],
+                    items: dict[str, Item], contents: dict[str, ItemContent]) -> set[str]:
+    """The ids of the ``calls`` of the assistant entry at ``index`` that a shown tool entry
+    answers before the next shown assistant entry (the first answer of each). The scan stops
+    as soon as every call is answered: usually at the next entry."""
+    waiting = {calls[0].id} if len(calls) == 1 else {c.id for c in calls}
+    answered: set[str] = set()
+    omitted, end = Projection.OMITTED, len(ids)
+    position = index + 1
+    while waiting and position < end:
+        if projections[position] != omitted:
+            item_id = ids[position]
+            item = items[item_id]
+            role = item.role
+            if role == "assistant":
+                break
+            if role == "tool":
+                content = contents[item_id]  # _call_id written out
+                call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+                if call_id in waiting:
+                    waiting.discard(call_id)
+                    answered.add(call_id)
+        position += 1
+    return answered
 
 
 def _call_id(item: Item, content: ItemContent) -> str | None:
@@ -267,7 +266,6 @@ def render_entries(
     use_memo = memo is not None
     if memo is None:
         memo = {}  # written to, never read: without a memo every message is rendered anew
-    paired, answered = _paired_calls(ids, projections, items, contents)
     messages: list[dict] = []
     sources: list[int] = []
     deferred: list[dict] = []
@@ -319,13 +317,13 @@ def render_entries(
                 segment_starts.append(index)
                 segment_offsets.append(len(messages))
             tool_calls = content.tool_calls
-            count = answered.get(index, 0) if tool_calls else 0
-            if not count:
+            answered = _answered_calls(index, tool_calls, ids, projections, items, contents) if tool_calls else None
+            if not answered:
                 keep, calls = [], ()
-            elif count == len(tool_calls):  # every call answered (the usual case)
-                keep, calls = tool_calls, True
+            elif len(answered) == len(tool_calls) or all(c.id in answered for c in tool_calls):
+                keep, calls = tool_calls, True  # every call answered (the usual case)
             else:
-                keep = [c for c in tool_calls if (index, c.id) in paired]
+                keep = [c for c in tool_calls if c.id in answered]
                 calls = tuple([c.id for c in keep])
         last = remembered(item_id) if use_memo else None
         if last is not None and last[0] is projection and last[1] == calls:
