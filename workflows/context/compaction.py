@@ -63,7 +63,7 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         if transition.lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
-            if keys_kept and lifecycle_dependent(item) and transition.lifecycle != item.lifecycle:
+            if keys_kept and transition.lifecycle != item.lifecycle and lifecycle_dependent(item):
                 keys_kept = False
             set_state(item, transition.lifecycle, transition.projection, transition.reason)
             reprojected.append(item.id)

@@ -62,8 +62,9 @@ def rebuild_layout(state: ContextState) -> None:
 
     (``keep_layout`` does the same in place when ``layout_unchanged`` says the result would
     be the current order.)"""
-    archived, capability = Lifecycle.ARCHIVED, _CAPABILITY
-    laid_out = sorted([layout_key(item) for item in state.items.values()
+    archived, capability, history = Lifecycle.ARCHIVED, _CAPABILITY, HISTORY_KINDS
+    laid_out = sorted([(2, 1, item.seq, item.id) if item.kind in history else layout_key(item)  # the usual key in place
+                       for item in state.items.values()
                        if item.lifecycle != archived and not (item.kind == capability and item.scope == "step")])
     state.order = [key[3] for key in laid_out]
     stable = memory = 0

@@ -120,7 +120,9 @@ def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list
         projection = item.projection
         if projection == omitted or item.lifecycle == archived or item.kind == capability or old.item_id != item_id:
             return False  # shown no more, or capability context: the sums need a full scan
-        tokens = cost_of(item, projection, preview)
+        tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
+        if tokens is None:
+            tokens = cost_of(item, projection, preview)
         if old.projection is not projection or old.tokens != tokens:
             entries[index] = PlanEntry(item_id=item_id, projection=projection, tokens=tokens)
             delta += tokens - old.tokens
