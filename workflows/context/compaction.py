@@ -52,10 +52,12 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     if plan.is_empty:
         return ApplyResult(applied=True, reason="nothing to do", tokens_after=working_set_tokens(state))
     result = ApplyResult(applied=True, reason=f"{plan.mode} plan applied")
-    # the request plan as it is now (appended items included), which a plan that only
-    # re-projects items turns into the next one entry by entry (request_plan.refresh_plan_cache)
-    refresh_plan_cache(state)
+    # the request plan as it is now, which a plan that only re-projects items turns into the
+    # next one entry by entry (request_plan.refresh_plan_cache); a current one is extended by
+    # the items appended since (cheap), a stale one is left to the one full scan at the end
     before, order_before = plan_cache.current(state), state.order
+    if before is not None:
+        refresh_plan_cache(state)
     items, archived, reprojected = state.items, Lifecycle.ARCHIVED, []
     keys_kept = True  # no laid-out item changes its layout key
     for transition in plan.transitions:
