@@ -3,9 +3,10 @@ the engine can set on an item, and nothing else.
 
 The engine's codes are found in its source, not listed by hand: every string or f-string
 that reaches an item's ``reason`` (an assignment to ``.reason`` or ``reason``, a ``reason=``
-keyword, a default of a ``reason`` parameter, or the argument in the ``reason`` position of
-a call to an engine function). Sentences with spaces are rejections' and results' reasons,
-not item codes; an f-string's ``{...}`` is a value the engine fills in.
+keyword, a default of a ``reason`` parameter, the argument in the ``reason`` position of a
+call to an engine function, or the values of a table of codes named ``*_REASONS``).
+Sentences with spaces are rejections' and results' reasons, not item codes; an f-string's
+``{...}`` is a value the engine fills in.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _reason_values(tree: ast.Module, positions: dict[str, int]) -> Iterator[ast.
                     if (isinstance(name, ast.Attribute) and name.attr == "reason") or (
                             isinstance(name, ast.Name) and name.id == "reason"):
                         yield value
+                    elif isinstance(name, ast.Name) and name.id.endswith("_REASONS") and isinstance(value, ast.DictComp):
+                        yield value.value  # a table of precomputed codes
         elif isinstance(node, ast.Call):
             yield from (kw.value for kw in node.keywords if kw.arg == "reason")
             func = node.func
