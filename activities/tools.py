@@ -156,8 +156,12 @@ async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
 
     output, role, mark = await _execute(inp, runtime, arguments)
     # Recall output is a slice of an observation that is already archived: point at it.
+    archive = None
     if mark is not None:
         observation_id = mark.observation_id
+    elif _rerunnable(inp):  # every attempt archives the same text: written with the item, one round trip
+        observation_id = inp.observation_id
+        archive = (observation_id, inp.result_item_id, output.text)
     else:
         observation_id = inp.observation_id
         meta = await store.put_observation(inp.session_id, observation_id, inp.result_item_id, output.text)
@@ -178,7 +182,8 @@ async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
         observation_id=observation_id,
     )
     item = finish_item(item, content, inp.preview_chars, inp.model)
-    item = (await store_items(store, inp.session_id, inp.lane, [(item, content)], events=events))[0]
+    item = (await store_items(store, inp.session_id, inp.lane, [(item, content)], events=events,
+                              observation=archive))[0]
     metrics.observe_tool_run(item.tool_class, item.exit_code)
     return ToolRunResult(stored=StoredItem(item=item), recall=mark)
 
