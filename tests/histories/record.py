@@ -160,6 +160,9 @@ async def main(names: list[str]) -> None:
             # since issue 15: task events and answers, concluded explorations in the episode markers
             "answers-hosted": lambda: hosted(client, queue, "answers-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
             "answers-external": lambda: external(client, queue, "answers-external"),
+            # since issue 16, part 3: store-only tool calls (recorded outputs) as local activities
+            "local-tools-hosted": lambda: hosted(client, queue, "local-tools-hosted", LONG_TRAJECTORY,
+                                                 budget_tokens=4_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:
