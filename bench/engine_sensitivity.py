@@ -2,9 +2,11 @@
 
 The replay benchmark uses the engine's defaults. This driver replays the whole trajectory
 folder with ``lanes`` under a few alternative ``EngineConfig`` values (the cache-aware
-sweep off, compaction target, protected exchange groups) next to ``full`` and
-``masking-10``, at each budget, so the engine's owner can see what a default buys or costs
-across every file. Nothing here changes the policy.
+sweep off, compaction target, protected exchange groups, checkpoint size, planning as if
+the budget were smaller) next to ``full`` and ``masking-10``, at each budget, so the
+engine's owner can see what a default buys or costs across every file, in cost and in
+fidelity (the miss rate of ``bench/fidelity.py``, every variant replayed in lockstep per
+file). Nothing here changes the policy.
 Writes ``bench/results/engine-sensitivity.json`` and its block of the results README.
 
     .venv/bin/python bench/engine_sensitivity.py [--budget 16000 32000] [--jobs N]
@@ -13,24 +15,46 @@ Writes ``bench/results/engine-sensitivity.json`` and its block of the results RE
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 
 from _results import machine, sources_digest, update_block, write_json
 
-from recordings import DEFAULT_TRAJECTORY_ROOT
+from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
+from worker.replay.fidelity import Fidelity, Run, session_fidelity
 from worker.replay.simulator import default_jobs, engine_config, replay_paths
 
-VARIANTS: list[tuple[str, dict]] = [
+# (label, options); options may depend on the budget (a callable of it)
+Variant = tuple[str, dict | Callable[[int], dict]]
+VARIANTS: list[Variant] = [
     ("engine defaults", {}),
     ("cache_aware_sweep=False", {"cache_aware_sweep": False}),  # the fallback before the sweep
     ("cache_aware_sweep=False, target_ratio=0.4", {"cache_aware_sweep": False, "target_ratio": 0.4}),
+    # the sweep's depth as a plain target instead (issue 16 part 2: the best trade measured)
+    ("cache_aware_sweep=False, target_ratio=0.35", {"cache_aware_sweep": False, "target_ratio": 0.35}),
+    ("cache_aware_sweep=False, target_ratio=0.32", {"cache_aware_sweep": False, "target_ratio": 0.32}),
     ("target_ratio=0.5", {"target_ratio": 0.5}),
     ("target_ratio=0.4", {"target_ratio": 0.4}),
     ("target_ratio=0.3", {"target_ratio": 0.3}),
     ("protected_groups=2", {"protected_groups": 2}),
     ("protected_groups=1", {"protected_groups": 1}),
+    ("protected_groups=8", {"protected_groups": 8}),
+    # the checkpoint's cap is min(checkpoint_tokens, budget / 10): 2,400 lifts it at 16,000 and above
+    ("checkpoint_tokens=2400", {"checkpoint_tokens": 2400}),
+    ("checkpoint_tokens=2400, target_ratio=0.55", {"checkpoint_tokens": 2400, "target_ratio": 0.55}),
+    # compacting as if the budget were smaller: what a cheaper lanes costs in fidelity
+    ("planned at 0.75 × the budget", lambda budget: {"budget_override": budget * 3 // 4}),
+    ("planned at 0.625 × the budget", lambda budget: {"budget_override": budget * 5 // 8}),
 ]
+
+
+def options_of(variant: Variant, budget: int) -> dict:
+    options = variant[1]
+    return options(budget) if callable(options) else options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,15 +81,17 @@ def main(argv: list[str] | None = None) -> int:
         "Driver `bench/engine_sensitivity.py`: the same whole-folder replay with one `EngineConfig` field changed "
         f"(engine defaults: {', '.join(f'{k} {v}' for k, v in engine_defaults.items())}).",
         "",
-        "| budget | lanes variant | cost units | lanes/full | lanes/masking-10 | mean request | compactions "
-        "| over budget | plan p99 ms | lost |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| budget | lanes variant | cost units | lanes/full | lanes/masking-10 | miss rate | after recall "
+        "| mean request | compactions | over budget | plan p99 ms | lost |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in runs:
         for r in run["variants"]:
-            lanes = r["lanes"]
+            lanes, fidelity = r["lanes"], r["fidelity"]
             lines.append(f"| {run['budget']:,} | {r['variant']} | {lanes['cost_units']:,.0f} | {r['lanes/full']:.3f} | "
-                         f"{r['lanes/masking-10']:.3f} | {lanes['input_tokens'] / max(1, lanes['steps']):,.0f} | "
+                         f"{r['lanes/masking-10']:.3f} | {100 * fidelity['miss_rate']:.2f} % | "
+                         f"{100 * fidelity['unrecovered_rate']:.2f} % | "
+                         f"{lanes['input_tokens'] / max(1, lanes['steps']):,.0f} | "
                          f"{lanes['compactions']} | {lanes['over_budget_steps']} | {lanes['plan_ms_p99']:.2f} | "
                          f"{lanes['lost_items']} |")
     update_block("engine-sensitivity", "\n".join(lines))
@@ -77,17 +103,38 @@ def sensitivity(budget: int, data: str, jobs: int) -> dict:
     reference = replay_paths([data], ["full", "masking-10"], budget, jobs=jobs).as_dict()
     full = reference["policies"]["full"]["cost_units"]
     masking = reference["policies"]["masking-10"]["cost_units"]
+    fidelity = variants_fidelity(budget, data, jobs)
     rows = []
-    for label, options in VARIANTS:
+    for variant in VARIANTS:
+        label, options = variant[0], options_of(variant, budget)
         lanes = replay_paths([data], ["lanes"], budget, jobs=jobs,
                              engine_options=options).as_dict()["policies"]["lanes"]
         rows.append({"variant": label, "engine_options": options, "lanes": lanes,
                      "lanes/full": round(lanes["cost_units"] / full, 4),
-                     "lanes/masking-10": round(lanes["cost_units"] / masking, 4)})
+                     "lanes/masking-10": round(lanes["cost_units"] / masking, 4),
+                     "fidelity": fidelity[label].as_dict()})
         print(f"{budget:>6} {label:>42}: lanes/full {rows[-1]['lanes/full']:.3f}, lanes/masking-10 "
-              f"{rows[-1]['lanes/masking-10']:.3f}, over budget {lanes['over_budget_steps']}", file=sys.stderr)
+              f"{rows[-1]['lanes/masking-10']:.3f}, miss rate {100 * fidelity[label].miss_rate:.2f} %, "
+              f"over budget {lanes['over_budget_steps']}", file=sys.stderr)
     return {"budget": budget, "files": reference["files"], "steps": reference["steps"],
             "reference": reference["policies"], "variants": rows}
+
+
+def _file_fidelity(path: str, budget: int) -> dict[str, Fidelity]:
+    runs = [Run(label, "lanes", budget, options_of((label, options), budget)) for label, options in VARIANTS]
+    return session_fidelity(load_trajectory(path), runs)
+
+
+def variants_fidelity(budget: int, data: str, jobs: int) -> dict[str, Fidelity]:
+    """The fidelity of every variant over the folder (all replayed in lockstep per file, so the
+    names of a step are extracted once)."""
+    files = sorted((str(f) for f, _ in trajectory_files([data])), key=lambda f: -os.path.getsize(f))
+    totals = {label: Fidelity() for label, _ in VARIANTS}
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for result in pool.map(_file_fidelity, files, [budget] * len(files)):
+            for label, counts in result.items():
+                totals[label].merge(counts)
+    return totals
 
 
 if __name__ == "__main__":

@@ -82,6 +82,20 @@ def _entry_point_name(name: str) -> str:
     return _OTLP_BY_PROTOCOL[protocol]
 
 
+def check(settings: Settings) -> None:
+    """Before a process starts others that would trace (``lanes dev``, ``lanes demo``): the SDK
+    and every named exporter are installed, else TracingUnavailable, one line naming the
+    extra (instead of a child process failing with it in its log)."""
+    if not enabled(settings):
+        return
+    from importlib.metadata import entry_points
+
+    _sdk()
+    for name in settings.traces_exporter:
+        if not list(entry_points(group="opentelemetry_traces_exporter", name=_entry_point_name(name))):
+            raise _unknown_exporter(name)
+
+
 def span_exporters(names: Sequence[str]) -> list[SpanExporter]:
     """The exporters ``OTEL_TRACES_EXPORTER`` names, found as the SDK's auto-configuration finds
     them (entry points ``opentelemetry_traces_exporter``), each built from the environment."""
@@ -90,14 +104,19 @@ def span_exporters(names: Sequence[str]) -> list[SpanExporter]:
     _sdk()
     exporters = []
     for name in names:
-        point = _entry_point_name(name)
-        found = list(entry_points(group="opentelemetry_traces_exporter", name=point))
+        found = list(entry_points(group="opentelemetry_traces_exporter", name=_entry_point_name(name)))
         if not found:
-            known = sorted(e.name for e in entry_points(group="opentelemetry_traces_exporter"))
-            raise TracingUnavailable(f"OTEL_TRACES_EXPORTER names {name!r}, which no installed package provides "
-                                     f"(installed: {', '.join(known) or 'none'}; {INSTALL_HINT} brings otlp and console)")
+            raise _unknown_exporter(name)
         exporters.append(found[0].load()())
     return exporters
+
+
+def _unknown_exporter(name: str) -> TracingUnavailable:
+    from importlib.metadata import entry_points
+
+    known = sorted(e.name for e in entry_points(group="opentelemetry_traces_exporter"))
+    return TracingUnavailable(f"OTEL_TRACES_EXPORTER names {name!r}, which no installed package provides "
+                              f"(installed: {', '.join(known) or 'none'}; {INSTALL_HINT} brings otlp and console)")
 
 
 def resource(service: str) -> Resource:

@@ -25,6 +25,16 @@ async def _events(client: AsyncLanesClient, sid: str, prefix: str) -> list:
     return [e async for e in client.iter_events(sid) if e.kind.startswith(prefix)]
 
 
+async def _ended_event(client: AsyncLanesClient, sid: str, task_id: str) -> None:
+    """Wait (bounded) for the task's task.completed/task.failed event: the workflow writes it
+    right after the task's status says it finished, which a wait may return on first."""
+    for _ in range(100):
+        if any(e.kind in ("task.completed", "task.failed") and e.payload.get("task_id") == task_id
+               for e in await _events(client, sid, "task.")):
+            return
+        await asyncio.sleep(0.1)
+
+
 async def _ledger(client: AsyncLanesClient, sid: str, **kw) -> list[LedgerEntry]:
     return [e async for e in client.iter_ledger(sid, page_size=7, **kw)]
 
@@ -40,6 +50,7 @@ async def test_the_answer_comes_back_by_wait_and_by_task_also_once_archived(clie
     stored = await client_a.item(sid, answer.item_id)
     assert stored.kind == "assistant" and stored.text == answer.text and not stored.tool_calls
 
+    await _ended_event(client_a, sid, first.task_id)
     kinds = [(e.kind, e.payload["task_id"]) for e in await _events(client_a, sid, "task.")]
     assert kinds == [("task.queued", first.task_id), ("task.started", first.task_id),
                      ("task.completed", first.task_id)]
@@ -139,6 +150,7 @@ async def test_an_unreachable_model_fails_the_task_with_its_cause_within_the_bou
     assert elapsed < 4 + 15, elapsed  # the bound, plus a retry's backoff and the polling
     assert sent.task.error_type == "ModelUnavailable" and "Connection" in (sent.task.error or "")
     assert sent.task.answer is None
+    await _ended_event(client_a, sid, sent.task_id)
     failed = (await _events(client_a, sid, "task.failed"))[0].payload
     assert failed == {"task_id": sent.task_id, "turns": 1, "error": sent.task.error, "error_type": "ModelUnavailable"}
     status = await client_a.status(sid)

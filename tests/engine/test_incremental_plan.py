@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 from tests.engine.sim import big
 from tests.engine.test_properties import SETTINGS, Driver, op, swept_sessions
+from workflows.context import compaction, plan_cache, request_plan
 from workflows.context import engine as E
-from workflows.context import plan_cache
 from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
 from workflows.context.items import Projection
+from workflows.context.layout import rebuild_layout
 from workflows.context.render_cache import RequestRenderer
 from workflows.context.request_plan import plan_request_reference
 
@@ -71,7 +72,17 @@ class Checker(Driver):
             plan = E.plan_fallback(self.state)
             assert plan.model_dump_json() == E.plan_fallback(cold).model_dump_json()
             assert self.apply(plan).applied
+            if not plan.is_empty:  # an empty plan changes nothing, its layout included
+                assert_laid_out_from_scratch(self.state)
         self.check()
+
+
+def assert_laid_out_from_scratch(state) -> None:
+    """The layout a compaction left (kept in place or rebuilt) is the one a rebuild gives."""
+    fresh = state.model_copy(deep=True)
+    rebuild_layout(fresh)
+    assert (state.order, state.stable_len, state.memory_len, state.laid_out_len) == (
+        fresh.order, fresh.stable_len, fresh.memory_len, fresh.laid_out_len)
 
 
 @SETTINGS
@@ -129,3 +140,22 @@ def test_the_renderer_re_renders_from_the_first_changed_segment():
     assert again[:4] == first[:4] and again[5] != first[5]
     shorter = checker.renderer.render(pairs[:7], checker.state.items, checker.contents, checker.preview)
     assert shorter == E.render_messages(pairs[:7], checker.state.items, checker.contents, checker.preview)
+
+
+def test_a_compaction_that_only_re_projects_patches_the_cached_plan_and_keeps_the_layout(monkeypatch):
+    checker = Checker(6_000, False)
+    checker.user("go")
+    for n in range(8):
+        checker.exchange(f"cat f{n}.py", big(2_000, f"o{n}"))
+    rebuild_layout(checker.state)  # laid out, as by an earlier compaction ...
+    checker.exchange("pytest -q", big(300, "o"))  # ... and appended to since
+    checker.check()  # the plan cache of the step before
+    plan = E.plan_fallback(checker.state)
+    assert plan.transitions and all(t.lifecycle != "archived" for t in plan.transitions) and not plan.generated
+    monkeypatch.setattr(request_plan, "_scan", None)  # a full scan would fail
+    monkeypatch.setattr(compaction, "rebuild_layout", None)  # and so would a re-layout
+    assert checker.apply(plan).applied
+    monkeypatch.undo()
+    assert_laid_out_from_scratch(checker.state)
+    assert plan_cache.current(checker.state) is not None
+    checker.check()  # the patched plan equals the full recomputation

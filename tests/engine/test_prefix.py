@@ -1,6 +1,11 @@
 """prefix.py: where the request after a compaction plan first differs from the current one."""
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.engine.sim import Sim, big
+from tests.engine.test_properties import SETTINGS, Driver, sessions, swept_sessions
+from workflows.context import engine as E
 from workflows.context.draft import Draft
 from workflows.context.items import Projection
 from workflows.context.passes import run_fallback_passes
@@ -55,3 +60,29 @@ def test_predicted_layout_matches_the_applied_one():
     generated = {i.id for i in sim.state.items.values() if i.kind in ("checkpoint", "summary", "episodes")}
     assert [(i, p) for i, p in actual if i not in generated] == [(i, p) for i, p in predicted if not i.startswith("(new ")]
     assert len(actual) == len(predicted)
+
+
+class _Predictions(Driver):
+    """Before every fallback compaction: the sweep's first change, found in place, is the one
+    of the entry lists (``current_entries`` and ``planned_entries``) it stands for."""
+
+    def compact(self) -> None:
+        if E.needs_compaction(self.state):
+            draft = Draft(self.state, "fallback")
+            run_fallback_passes(draft)
+            predicted, history_start = planned_entries(draft)
+            changed = first_change(current_entries(draft), predicted)
+            rebill = rebilled(draft)
+            if changed == len(predicted):
+                assert not rebill.ids and not rebill.from_history_start
+            else:
+                assert rebill.ids == frozenset(item_id for item_id, _ in predicted[changed:])
+                assert rebill.from_history_start == (changed <= history_start)
+        super().compact()
+
+
+@SETTINGS
+@given(st.one_of(sessions, swept_sessions))
+def test_the_first_change_found_in_place_is_that_of_the_entry_lists(session):
+    budget, llm, script = session
+    _Predictions(budget, llm).run(script)

@@ -37,6 +37,7 @@ from workflows.contract import (
     EpisodeBegin,
     EpisodeEnd,
     ExternalItem,
+    ReportedUsage,
     SessionConfig,
     StepRequest,
 )
@@ -119,6 +120,29 @@ async def external_steps(client, queue: str) -> None:
     await save(client, session_id, "external-steps")
 
 
+async def external_tasks(client, queue: str) -> None:
+    """Task events of external tasks (a batch with two user messages, the close), provider
+    usage reported with steps, a system prompt stored before the lane is published."""
+    session_id = f"hist-external-tasks-{uuid.uuid4().hex[:6]}"
+    config = SessionConfig(session_id=session_id, mode="external", budget_tokens=2_000, updates_per_run=10,
+                           system_prompt="You are terse.")
+    handle = await sessions.start_session(client, config, queue)
+    await handle.execute_update(SessionWorkflow.step, StepRequest(items=[ExternalItem(kind="user", text="Go.")]))
+    for n in range(12):
+        items = [ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
+                     {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]),
+                 ExternalItem(kind="tool_result", tool_call_id=f"c{n}", text=f"line {n}\n" * 60)]
+        if n == 6:
+            items += [ExternalItem(kind="assistant", text="done"), ExternalItem(kind="user", text="More."),
+                      ExternalItem(kind="user", text="Never mind: tests.")]
+        usage = ReportedUsage(prompt=900 + n, cached=400, completion=30)
+        await sessions.through_handover(partial(handle.execute_update, SessionWorkflow.step,
+                                                StepRequest(step_id=f"s{n}", items=items, usage=usage)))
+    await handle.signal(SessionWorkflow.close)
+    await handle.result()
+    await save(client, session_id, "external-tasks")
+
+
 async def subagents(client, queue: str, folder: Path) -> None:
     """A parent whose model spawns two subagents (episodes, a command, a handoff each)."""
     parent, children = write_recordings(folder, parent_trajectory(["Inspect module 0.", "Inspect module 1."]),
@@ -160,6 +184,8 @@ async def main(names: list[str]) -> None:
             # since issue 15: task events and answers, concluded explorations in the episode markers
             "answers-hosted": lambda: hosted(client, queue, "answers-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
             "answers-external": lambda: external(client, queue, "answers-external"),
+            # issue 15, later: external task events and reported usage, the lane published after its prompt
+            "external-tasks": lambda: external_tasks(client, queue),
             # since issue 16, part 3: store-only tool calls (recorded outputs) as local activities
             "local-tools-hosted": lambda: hosted(client, queue, "local-tools-hosted", LONG_TRAJECTORY,
                                                  budget_tokens=4_000),

@@ -34,6 +34,11 @@ async def test_task_admitted_while_another_owns_the_lane_repairs_it(temporal_cli
     recovered = [e.payload for e in events if e.kind == "context.recovery.completed"]
     assert recovered == [{"stale_lane_owners": 1, "episodes_closed": 1, "child_lanes_abandoned": 0,
                           "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": [], "task": "task-0000"}]
+    for _ in range(100):  # the task's end is logged right after its status says so
+        if any(e.kind == "task.completed" for e in events):
+            break
+        await asyncio.sleep(0.1)
+        events = await store.list_events(session_id, limit=1_000)
     tasks = [(e.kind, e.payload["task_id"]) for e in events if e.kind.startswith("task.")]
     assert tasks == [("task.started", "task-0000"), ("task.queued", task_id), ("task.failed", "task-0000"),
                      ("task.started", task_id), ("task.completed", task_id)]

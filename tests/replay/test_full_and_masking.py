@@ -59,12 +59,13 @@ def test_cached_tokens_on_a_tiny_trajectory() -> None:
     traj = tiny_trajectory(BIG_SYSTEM, turns=4)
     requests = [naive_prompt(traj, k) for k in range(4)]
     steps = list(iter_requests(traj, "full"))
-    # every request extends the previous one: all of request k-1 is a cache hit at step k
-    assert [s.cached_input_tokens for s in steps] == [0] + [tok(r) for r in requests[:-1]]
+    # every request extends the previous one: all of request k-1 (tool definitions first) is a
+    # cache hit at step k
+    assert [s.cached_input_tokens for s in steps] == [0] + [tok(r) + TOOL_DEFINITION_TOKENS for r in requests[:-1]]
     assert [s.shared_prefix_messages for s in steps] == [0, 2, 4, 6]
     totals = replay_trajectory(traj, ["full"]).policies["full"]
     inputs = sum(tok(r) + TOOL_DEFINITION_TOKENS for r in requests)
-    cached = sum(tok(r) for r in requests[:-1])
+    cached = sum(tok(r) + TOOL_DEFINITION_TOKENS for r in requests[:-1])
     assert (totals.input_tokens, totals.cached_input_tokens) == (inputs, cached)
     assert totals.cost_units == pytest.approx(inputs - cached + 0.1 * cached)
 
@@ -73,7 +74,8 @@ def test_a_prefix_under_1024_tokens_is_not_cached() -> None:
     traj = tiny_trajectory("You are helpful.", turns=4)
     steps = list(iter_requests(traj, "full"))
     assert all(s.shared_prefix_messages == 2 * s.step for s in steps)  # identical prefixes...
-    assert all(tok(s.messages[: s.shared_prefix_messages]) < MIN_CACHED_PREFIX_TOKENS for s in steps)
+    assert all(tok(s.messages[: s.shared_prefix_messages]) + TOOL_DEFINITION_TOKENS < MIN_CACHED_PREFIX_TOKENS
+               for s in steps)
     assert [s.cached_input_tokens for s in steps] == [0, 0, 0, 0]  # ...too short to be cached
 
 
@@ -89,7 +91,8 @@ def test_masking_rewrites_old_messages_and_loses_the_cache_behind_them() -> None
     steps = list(iter_requests(traj, "masking-1"))
     assert [s.messages for s in steps] == expected
     # step 2 rewrote O0 (cache stops before it), step 3 rewrote O1
-    assert [s.cached_input_tokens for s in steps] == [0, tok([S, T]), tok([S, T, A0]), tok([S, T, A0, M0, A1])]
+    cached = [0, tok([S, T]), tok([S, T, A0]), tok([S, T, A0, M0, A1])]
+    assert [s.cached_input_tokens for s in steps] == [c and c + TOOL_DEFINITION_TOKENS for c in cached]
     assert [sorted(s.lost) for s in steps][-1] == ["itm-000003", "itm-000005"]  # masked outputs are gone
 
 

@@ -158,3 +158,14 @@ def test_asking_for_tracing_without_the_sdk_is_one_line_naming_the_extra(command
     assert "Traceback" not in out.stderr
     assert f"lanes {command[0]}: tracing is on" in out.stderr
     assert "pip install 'context-lanes[tracing]'" in out.stderr
+
+
+def test_lanes_dev_refuses_an_exporter_it_cannot_load_before_starting_anything(tmp_path):
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": CHECKOUT_PYTHONPATH, "OTEL_TRACES_EXPORTER": "zipkin"}
+    done = subprocess.run([sys.executable, "-m", "worker.cli", "dev", "--data-dir", str(data_dir),
+                           "--api-port", str(free_port())], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "'zipkin'" in done.stderr and "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert not (data_dir / "postgres").exists() and not (data_dir / "logs").exists()  # nothing was started

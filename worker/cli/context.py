@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from lanes_client.schemas import CapabilityOut, NoteOut
 from worker.cli.common import EXIT_API, JsonOption, QuietOption, TokenOption, UrlOption, Usage, api, print_json, run_api
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -50,15 +51,7 @@ def add(
         text = _read(content, file)
         async with settings.client() as lanes:
             result = await lanes.add_capability(session, name, text, kind=kind, scope=scope)
-        if as_json:
-            print_json(result)
-        elif result.status == "admitted":
-            print(result.item_id)
-            if not quiet:
-                print(result.message, file=sys.stderr)
-        else:
-            print(f"{result.status}: {result.message}", file=sys.stderr)
-        return 0 if result.status == "admitted" else EXIT_API
+        return _outcome(result, "admitted", f"{result.status}: {result.message}", quiet, as_json)
 
     run_api("lanes capability add", settings, run)
 
@@ -79,14 +72,20 @@ def pin(
         note = sys.stdin.read() if text == "-" else text
         async with settings.client() as lanes:
             result = await lanes.pin_note(session, note)
-        if as_json:
-            print_json(result)
-        elif result.status == "pinned":
-            print(result.item_id)
-            if not quiet:
-                print(result.message, file=sys.stderr)
-        else:
-            print(result.message, file=sys.stderr)
-        return 0 if result.status == "pinned" else EXIT_API
+        return _outcome(result, "pinned", result.message, quiet, as_json)
 
     run_api("lanes pin", settings, run)
+
+
+def _outcome(result: CapabilityOut | NoteOut, success: str, refusal: str, quiet: bool, as_json: bool) -> int:
+    """Print what the API answered: the item id on stdout when it was taken (its message on
+    stderr unless quiet), else the refusal on stderr (exit 1)."""
+    if as_json:
+        print_json(result)
+    elif result.status == success:
+        print(result.item_id)
+        if not quiet:
+            print(result.message, file=sys.stderr)
+    else:
+        print(refusal, file=sys.stderr)
+    return 0 if result.status == success else EXIT_API

@@ -26,10 +26,11 @@ def _local_errors(prog: str, action):
     """Run ``action``; a stack that cannot start is one line (or its log's tail), never a traceback."""
     from worker.local.api_process import LocalStackError
     from worker.local.replay_session import ReplayUnavailable
+    from worker.tracing import TracingUnavailable
 
     try:
         return action()
-    except (LocalStackError, ReplayUnavailable) as exc:
+    except (LocalStackError, ReplayUnavailable, TracingUnavailable) as exc:
         raise fail(prog, str(exc), 2 if "in use" in str(exc) else 1) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from worker import tracing
 from worker.local.api_process import DEFAULT_API_PORT, LocalApi, LocalStackError, check_port, start_api
 from worker.local.stack import Stack
 from worker.settings import get_settings, redact_url
@@ -48,6 +49,7 @@ def run(options: DevOptions) -> int:
     out = Console(stderr=options.as_json, highlight=False)
     host = settings.api_host
     # Everything that can be refused is checked before anything starts.
+    tracing.check(settings)
     check_port(options.api_port, host, "the API", "--api-port")
     if options.temporal_port is not None:
         check_port(options.temporal_port, "127.0.0.1", "Temporal", "--temporal-port")

@@ -99,7 +99,7 @@ COLUMNS = ("input tokens", "cached", "cost units", "×first", "peak", "over budg
            "plan p50 ms", "plan p99 ms", "lost items")
 WIDE = 132  # the one-row-per-policy table needs this many columns; narrower: one row per figure
 CAPTION = ("cost units = uncached input + 0.1 × cached input (a prefix of at least 1,024 tokens byte-identical "
-           "to the previous request); ×first = cost relative to the first policy listed.")
+           "to the previous request, tool definitions first); ×first = cost relative to the first policy listed.")
 
 
 def _figures(report: ReplayReport) -> dict[str, list[str]]:

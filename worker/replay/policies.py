@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from activities.items import bounded_item, measure
 from activities.tokens import count_tool_definitions
-from worker.replay.recorded_lane import TASK_ID, ReplayItem
+from worker.replay.recorded_lane import SESSION_ID, TASK_ID, ReplayItem
 from workflows.context import engine, ids
 from workflows.context.config import EngineConfig
 from workflows.context.content import ItemContent
@@ -156,7 +156,7 @@ class LanesPolicy(Policy):
             start = time.perf_counter()
             item = bounded_item(lane.item, lane.content, self.preview_chars, TOKEN_MODEL, self.bound_above_tokens,
                                 None if lane.item.kind == Kind.SYSTEM else ids.observation_id(
-                                    "replay", ids.MAIN_LANE, lane.item.seq))
+                                    SESSION_ID, ids.MAIN_LANE, lane.item.seq))
             self.measure_seconds += time.perf_counter() - start
             engine.add_item(self.state, item, lane.arguments)
             self.contents[item.id] = lane.content

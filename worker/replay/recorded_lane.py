@@ -7,6 +7,7 @@ the hosted session's.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from recordings import Trajectory
@@ -14,7 +15,12 @@ from workflows.context import ids
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind
+from workflows.context.observations import SCHEME
 
+# The session id the replay plans and counts under. Observation addresses quote the session
+# id, so a session's token figures would depend on its id's length and spelling: the replay
+# plans every session under this constant id (addresses of constant length) and only the
+# requests it hands out carry the session's real addresses (:func:`readdressed`).
 SESSION_ID = "replay"
 TASK_ID = ids.task_id(0)
 
@@ -78,3 +84,14 @@ def lane_batches(traj: Trajectory, session_id: str = SESSION_ID) -> list[list[Re
         batch.extend(text_item(text, Kind.USER, "user", TASK_ID) for text in turn.user_after)
         batches.append(batch)
     return batches
+
+
+def readdressed(message: dict, session_id: str) -> dict:
+    """``message`` planned under :data:`SESSION_ID`, its observation addresses pointing into
+    ``session_id`` (where recall finds them). Session ids are ``[A-Za-z0-9_.-]``: nothing to
+    escape in JSON, and the scheme in front keeps the replacement to addresses."""
+    if session_id == SESSION_ID:
+        return message
+    canonical, real = f"{SCHEME}obs-{SESSION_ID}-", f"{SCHEME}obs-{session_id}-"
+    raw = json.dumps(message, ensure_ascii=False)
+    return json.loads(raw.replace(canonical, real)) if canonical in raw else message

@@ -6,8 +6,9 @@ every recorded model call *k* (the request sent before recorded answer *k*) each
 (:mod:`worker.replay.policies`) builds its request.
 
 Per step the replay records the request's tokens (messages via ``count_message_tokens``
-plus the bash tool definition), the tokens of its leading messages byte-identical to the
-previous request of the same file (a provider prompt-cache hit when at least 1,024
+plus the tool definitions), the tokens of its prefix byte-identical to the previous
+request of the same file (the tool definitions, which come first and never change, and
+the leading messages the two share: a provider prompt-cache hit when at least 1,024
 tokens), the planning time and the items that are neither sent nor recallable.
 Token counts are cached per serialised message, since consecutive requests repeat most
 of their messages.
@@ -34,7 +35,7 @@ from worker.replay.policies import (
     make_policy,
     parse_policy,
 )
-from worker.replay.recorded_lane import ReplayItem, lane_batches
+from worker.replay.recorded_lane import SESSION_ID, ReplayItem, lane_batches, readdressed
 
 DEFAULT_POLICIES = ("full", "masking-10", "lanes")
 DEFAULT_BUDGET = 16_000
@@ -73,8 +74,8 @@ class TokenCounter:
 @dataclass
 class StepRequest:
     step: int
-    messages: list[dict]
-    jsons: list[str]
+    messages: list[dict]  # as sent: the session's own observation addresses
+    jsons: list[str]  # what is compared and counted: planned under the constant SESSION_ID
     message_tokens: list[int]
     input_tokens: int  # messages + tool definitions
     cached_input_tokens: int
@@ -89,9 +90,13 @@ class StepRequest:
 def iter_requests(
     traj: Trajectory, policy: str | PolicySpec, budget: int = DEFAULT_BUDGET,
     counter: TokenCounter | None = None, batches: list[list[ReplayItem]] | None = None,
-    engine_options: dict | None = None,
+    engine_options: dict | None = None, session_id: str = SESSION_ID,
 ) -> Iterator[StepRequest]:
-    """The request of ``policy`` before every recorded model call of ``traj``, in order."""
+    """The request of ``policy`` before every recorded model call of ``traj``, in order.
+
+    The session is planned and counted under the constant :data:`SESSION_ID`, so its figures
+    do not depend on ``session_id``; the messages handed out carry ``session_id``'s addresses.
+    """
     spec = parse_policy(policy) if isinstance(policy, str) else policy
     counter = counter or TokenCounter()
     batches = lane_batches(traj) if batches is None else batches
@@ -108,9 +113,13 @@ def iter_requests(
             if now != before:
                 break
             shared += 1
-        prefix = sum(tokens[:shared])
+        # The tool definitions open every request (before the messages, as providers lay out
+        # the prompt) and never change: they belong to the cached prefix of every request
+        # after the first, like the leading messages it shares with the previous one.
+        prefix = sum(tokens[:shared]) + (TOOL_DEFINITION_TOKENS if previous else 0)
+        messages = [readdressed(m, session_id) for m in planned.messages]
         yield StepRequest(
-            step=step, messages=planned.messages, jsons=jsons, message_tokens=tokens,
+            step=step, messages=messages, jsons=jsons, message_tokens=tokens,
             input_tokens=sum(tokens) + TOOL_DEFINITION_TOKENS,
             cached_input_tokens=prefix if prefix >= MIN_CACHED_PREFIX_TOKENS else 0,
             shared_prefix_messages=shared, compacted=planned.compacted, plan_seconds=planned.seconds,
@@ -202,8 +211,10 @@ class FileResult:
 
 
 def replay_trajectory(traj: Trajectory, policies: list[str], budget: int = DEFAULT_BUDGET,
-                      path: str = "", engine_options: dict | None = None) -> FileResult:
-    """Every policy over one trajectory (one token cache shared by the policies)."""
+                      path: str = "", engine_options: dict | None = None,
+                      session_id: str = SESSION_ID) -> FileResult:
+    """Every policy over one trajectory (one token cache shared by the policies); the figures
+    are the same under any ``session_id``."""
     started = time.perf_counter()
     specs = [parse_policy(p) for p in policies]
     counter = TokenCounter()
@@ -214,7 +225,7 @@ def replay_trajectory(traj: Trajectory, policies: list[str], budget: int = DEFAU
     for spec in specs:
         totals = PolicyTotals()
         lost: set[str] = set()
-        for req in iter_requests(traj, spec, budget, counter, batches, engine_options):
+        for req in iter_requests(traj, spec, budget, counter, batches, engine_options, session_id):
             totals.add(req, budget)
             lost |= req.lost
             measuring += req.measure_seconds

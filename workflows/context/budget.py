@@ -17,16 +17,21 @@ if TYPE_CHECKING:
     from .ledger import ContextState
 
 
+# Enum members as plain module constants: ``Projection.FULL`` is a class-attribute lookup
+# through the enum machinery, measurable in loops over the whole working set.
+_FULL, _OMITTED, _ARCHIVED = Projection.FULL, Projection.OMITTED, Lifecycle.ARCHIVED
+
+
 def cost_of(item: Item, projection: Projection, preview_chars: int) -> int:
-    if projection == Projection.OMITTED:
+    if projection == _OMITTED:
         return 0
     measured = item.tokens.get(projection)
     if measured is not None:
         return measured
-    full = item.tokens.get(Projection.FULL)
+    full = item.tokens.get(_FULL)
     if full is None:
         full = chars_to_tokens(item.size_chars)
-    if projection == Projection.FULL:
+    if projection == _FULL:
         return full
     return min(full, chars_to_tokens(_projected_chars(item, projection, preview_chars)))
 
@@ -59,7 +64,7 @@ def is_capability(item: Item) -> bool:
 
 def working_set_cost(item: Item, preview_chars: int) -> int:
     """What ``item`` adds to ``working_set_tokens``."""
-    if item.kind == _CAPABILITY or item.lifecycle == Lifecycle.ARCHIVED:
+    if item.kind == _CAPABILITY or item.lifecycle == _ARCHIVED:
         return 0
     return cost_of(item, item.projection, preview_chars)
 
@@ -93,7 +98,7 @@ def scan_working_set_tokens(state: ContextState) -> int:
     return sum(
         cost_of(i, i.projection, preview)
         for i in state.items.values()
-        if i.kind != _CAPABILITY and i.lifecycle != Lifecycle.ARCHIVED
+        if i.kind != _CAPABILITY and i.lifecycle != _ARCHIVED
     )
 
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from . import ids
+from . import ids, plan_cache
 from .budget import budget, cost, working_set_tokens
 from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import Item, Lifecycle, Projection
-from .layout import rebuild_layout
+from .items import Item, Lifecycle, Projection, set_state
+from .layout import keep_layout, layout_unchanged, lifecycle_dependent, rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
+from .request_plan import refresh_plan_cache
 
 MeasuredTokens = dict[str, dict[Projection, int]]
 
@@ -51,12 +52,23 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     if plan.is_empty:
         return ApplyResult(applied=True, reason="nothing to do", tokens_after=working_set_tokens(state))
     result = ApplyResult(applied=True, reason=f"{plan.mode} plan applied")
+    # the request plan as it is now, which a plan that only re-projects items turns into the
+    # next one entry by entry (request_plan.refresh_plan_cache); a current one is extended by
+    # the items appended since (cheap), a stale one is left to the one full scan at the end
+    before, order_before = plan_cache.current(state), state.order
+    if before is not None:
+        refresh_plan_cache(state)
+    items, archived, reprojected = state.items, Lifecycle.ARCHIVED, []
+    keys_kept = True  # no laid-out item changes its layout key
     for transition in plan.transitions:
-        item = state.items[transition.item_id]
-        if transition.lifecycle == Lifecycle.ARCHIVED:
+        item = items[transition.item_id]
+        if transition.lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
-            item.lifecycle, item.projection, item.reason = transition.lifecycle, transition.projection, transition.reason
+            if keys_kept and transition.lifecycle != item.lifecycle and lifecycle_dependent(item):
+                keys_kept = False
+            set_state(item, transition.lifecycle, transition.projection, transition.reason)
+            reprojected.append(item.id)
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
@@ -68,8 +80,14 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         state.summary = plan.summary.copy()
         state.counters.rolled_into_summary = state.summary.rolled
     _count(state, plan)
-    rebuild_layout(state)
+    if keys_kept and not result.archived and not result.created and layout_unchanged(state):
+        keep_layout(state)  # what rebuild_layout would do, without sorting the working set again
+    else:
+        rebuild_layout(state)
     state.generation += 1
+    # the next request's plan and the sums (tokens_after): patched, or one full scan
+    refresh_plan_cache(state, before if not result.archived and not result.created else None, order_before,
+                       reprojected)
     result.tokens_after = working_set_tokens(state)
     return result
 

@@ -14,9 +14,12 @@ from .checkpoint import CheckpointData, checkpoint_text
 from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
 from .episodes import EpisodeStatus, markers_text
 from .items import Item, Kind, Lifecycle, Projection
-from .ledger import GENERATED_KINDS, ContextState, lane_items, protected_groups
+from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState, protected_groups
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
+
+# plain constants: read once per item in passes
+_ARCHIVED, _PINNED, _OMITTED = Lifecycle.ARCHIVED, Lifecycle.PINNED, Projection.OMITTED
 
 
 @dataclass(frozen=True)
@@ -41,9 +44,25 @@ class Draft:
         self.target = int(self.budget * self.config.target_ratio)
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Transition] = {}
-        self.lane = lane_items(state)  # seq order
-        self.lane_tokens = sum(cost_of(i, i.projection, self.preview) for i in self.lane)
-        self.protected_groups = protected_groups(state, self.config.protected_groups)
+        # the lane (ledger.lane_items: seq order) and its cost in one pass
+        self.lane: list[Item] = []
+        preview, omitted, not_lane, lane_tokens = self.preview, Projection.OMITTED, NOT_LANE_KINDS, 0
+        append = self.lane.append
+        for item in state.items.values():
+            if item.kind in not_lane:
+                continue
+            append(item)
+            projection = item.projection
+            measured = item.tokens.get(projection)  # cost_of written out for a measured projection
+            lane_tokens += (measured if measured is not None and projection != omitted
+                            else cost_of(item, projection, preview))
+        self.lane_tokens = lane_tokens
+        # passes._referenceable's last candidates and the protected groups they are for
+        self.referenceable: tuple[set[int], list[Item]] | None = None
+        # the configured window (a pure function of the state, which a draft never changes):
+        # the cache-aware sweep restores it after an emergency narrowed it
+        self.configured_protected = protected_groups(state, self.config.protected_groups)
+        self.protected_groups = self.configured_protected
         self.active_episodes = set(state.active_episodes)
         self.checkpoint = state.checkpoint.copy()
         self.summary = state.summary.copy()
@@ -68,12 +87,12 @@ class Draft:
         return (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
 
     def archived(self, item: Item) -> bool:
-        return self.view(item)[0] == Lifecycle.ARCHIVED
+        return self.view(item)[0] == _ARCHIVED
 
     def protected(self, item: Item) -> bool:
         """Never evicted: pinned items (until pass 3), the newest groups, active episodes."""
         return (
-            item.lifecycle == Lifecycle.PINNED
+            item.lifecycle == _PINNED
             or (item.group is not None and item.group in self.protected_groups)
             or (item.episode is not None and item.episode in self.active_episodes)
         )
@@ -110,11 +129,16 @@ class Draft:
         self._generated_tokens = None
 
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
-        old_lifecycle, old_projection = self.view(item)
-        old = 0 if old_lifecycle == Lifecycle.ARCHIVED else cost_of(item, old_projection, self.preview)
-        new = 0 if lifecycle == Lifecycle.ARCHIVED else cost_of(item, projection, self.preview)
-        self.lane_tokens += new - old
-        self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
+        change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
+        old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
+            item.lifecycle, item.projection)
+        tokens = item.tokens  # cost_of written out for measured projections (OMITTED costs 0)
+        if old_lifecycle != _ARCHIVED and old_projection != _OMITTED:
+            old = tokens.get(old_projection)
+            self.lane_tokens -= old if old is not None else cost_of(item, old_projection, self.preview)
+        if lifecycle != _ARCHIVED and projection != _OMITTED:
+            new = tokens.get(projection)
+            self.lane_tokens += new if new is not None else cost_of(item, projection, self.preview)
         self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
 
     def archive(self, item: Item, reason: str) -> None:
@@ -139,6 +163,7 @@ class Draft:
         self.changes, self.lane_tokens = dict(point.changes), point.lane_tokens
         self.checkpoint, self.checkpoint_changed = point.checkpoint.copy(), point.checkpoint_changed
         self.archived_episodes, self.passes = list(point.archived_episodes), list(point.passes)
+        self.referenceable = None  # an item may be shown again
         self.invalidate()
 
     # --- the plan ------------------------------------------------------------------------

@@ -8,6 +8,8 @@ never in ``order``: the planner puts it after everything, since it is gone next 
 
 from __future__ import annotations
 
+from weakref import ref
+
 from .items import Item, Kind, Lifecycle
 from .ledger import ContextState
 
@@ -16,9 +18,7 @@ from .ledger import ContextState
 # (last, because they change most often of the stable parts).
 _STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.value: 3, Kind.EPISODES.value: 4}
 # Pinned items of these kinds stay in history: moving them would split an exchange group.
-_HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
-_SEGMENTS = ("stable", "memory", "history")
-_SEGMENT_INDEX = {name: index for index, name in enumerate(_SEGMENTS)}
+HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
 # plain strings: these run once per item at every layout, and Enum.value is a property call
 _MEMORY, _CHECKPOINT, _CAPABILITY = Kind.MEMORY.value, Kind.CHECKPOINT.value, Kind.CAPABILITY.value
 
@@ -31,7 +31,7 @@ def segment(item: Item) -> tuple[str, int]:
         return "history", 0
     if item.kind in _STABLE_RANK:
         return "stable", _STABLE_RANK[item.kind]
-    if item.lifecycle == Lifecycle.PINNED and item.kind not in _HISTORY_KINDS and item.role != "tool":
+    if item.lifecycle == Lifecycle.PINNED and item.kind not in HISTORY_KINDS and item.role != "tool":
         return "stable", 2
     return "history", 1
 
@@ -41,22 +41,94 @@ def is_step_capability(item: Item) -> bool:
 
 
 def layout_key(item: Item) -> tuple[int, int, int, str]:
-    """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id."""
-    name, rank = segment(item)
-    return _SEGMENT_INDEX[name], rank, item.seq, item.id
+    """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id
+    (``segment`` as numbers; written out because it runs for every item at every layout)."""
+    kind = item.kind
+    if kind in HISTORY_KINDS:  # most items: never stable, whatever their lifecycle
+        return 2, 1, item.seq, item.id
+    if kind in _STABLE_RANK:
+        return 0, _STABLE_RANK[kind], item.seq, item.id
+    if kind == _MEMORY:
+        return 1, 0, item.seq, item.id
+    if kind == _CHECKPOINT:
+        return 2, 0, item.seq, item.id
+    if item.lifecycle == Lifecycle.PINNED and kind not in HISTORY_KINDS and item.role != "tool":
+        return 0, 2, item.seq, item.id
+    return 2, 1, item.seq, item.id
 
 
 def rebuild_layout(state: ContextState) -> None:
-    """Recompute ``order`` from the working set; marks a new layout epoch."""
-    laid_out = sorted(
-        (layout_key(item) for item in state.items.values()
-         if item.lifecycle != Lifecycle.ARCHIVED and not is_step_capability(item)),
-    )
+    """Recompute ``order`` from the working set; marks a new layout epoch.
+
+    (``keep_layout`` does the same in place when ``layout_unchanged`` says the result would
+    be the current order.)"""
+    archived, capability, history = Lifecycle.ARCHIVED, _CAPABILITY, HISTORY_KINDS
+    laid_out = sorted([(2, 1, item.seq, item.id) if item.kind in history else layout_key(item)  # the usual key in place
+                       for item in state.items.values()
+                       if item.lifecycle != archived and not (item.kind == capability and item.scope == "step")])
     state.order = [key[3] for key in laid_out]
-    state.stable_len = sum(1 for key in laid_out if key[0] == 0)
-    state.memory_len = sum(1 for key in laid_out if key[0] == 1)
+    stable = memory = 0
+    for key in laid_out:
+        if key[0] == 2:
+            break  # history comes last
+        if key[0] == 0:
+            stable += 1
+        else:
+            memory += 1
+    state.stable_len, state.memory_len = stable, memory
     state.laid_out_len = len(state.order)
     state.layout_epoch += 1
+    _note_laid_out(state)
+
+
+# Derived, never stored (like plan_cache): id(state) -> (weak reference, layout_epoch of the
+# last rebuild_layout in this process). While the epoch is unchanged, ``order[:laid_out_len]``
+# is sorted by layout key: the keys of laid-out items change only where the epoch is bumped
+# (a compaction, a task end, a capability cleared). A state restored from a checkpoint has
+# no entry until its first layout here.
+_LAID_OUT: dict[int, tuple[ref[ContextState], int]] = {}
+
+
+def _note_laid_out(state: ContextState) -> None:
+    key = id(state)
+
+    def forget(dead: ref[ContextState]) -> None:
+        entry = _LAID_OUT.get(key)
+        if entry is not None and entry[0] is dead:
+            del _LAID_OUT[key]
+
+    _LAID_OUT[key] = (ref(state, forget), state.layout_epoch)
+
+
+def lifecycle_dependent(item: Item) -> bool:
+    """Whether ``layout_key(item)`` depends on the item's lifecycle (pinned or not)."""
+    kind = item.kind
+    return not (kind in HISTORY_KINDS or kind in _STABLE_RANK or kind in (_MEMORY, _CHECKPOINT)
+                or item.role == "tool")
+
+
+def layout_unchanged(state: ContextState) -> bool:
+    """``rebuild_layout`` would keep ``order`` as it is: it is sorted since the last layout in
+    this process, nothing left it (no archived item in it: the caller's part), and everything
+    appended since belongs at the end of history (an exchange: a larger seq than any laid-out
+    item). The caller also guarantees that no laid-out item changed its layout key."""
+    entry = _LAID_OUT.get(id(state))
+    if entry is None or entry[0]() is not state or entry[1] != state.layout_epoch:
+        return False
+    items = state.items
+    for item_id in state.order[state.laid_out_len:]:
+        key = layout_key(items[item_id])
+        if key[0] != 2 or key[1] != 1:
+            return False
+    return True
+
+
+def keep_layout(state: ContextState) -> None:
+    """``rebuild_layout`` when ``layout_unchanged``: the same order, all of it laid out now, a
+    new epoch (appended history items leave the stable and memory segments as they are)."""
+    state.laid_out_len = len(state.order)
+    state.layout_epoch += 1
+    _note_laid_out(state)
 
 
 def remove_from_order(state: ContextState, item_ids: set[str]) -> None:

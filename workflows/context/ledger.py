@@ -25,7 +25,7 @@ from .summary import SummaryData
 
 PINNED_KINDS = frozenset({Kind.SYSTEM.value, Kind.USER.value, Kind.NOTE.value, Kind.DECISION.value})
 GENERATED_KINDS = frozenset({Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value, Kind.EPISODES.value})
-_NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
+NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
 _GROUP_SEARCH = 256  # how far back a tool result looks for the assistant turn that called it
 
 
@@ -229,7 +229,8 @@ def _assign_entry_projection(state: ContextState, item: Item) -> None:
 
 def lane_items(state: ContextState) -> list[Item]:
     """Working-set items that came from the lane (not generated, not capability context)."""
-    return [i for i in state.items.values() if i.kind not in _NOT_LANE_KINDS]
+    not_lane = NOT_LANE_KINDS
+    return [i for i in state.items.values() if i.kind not in not_lane]
 
 
 def protected_groups(state: ContextState, count: int, before_current_task: bool = False) -> set[int]:
@@ -239,8 +240,16 @@ def protected_groups(state: ContextState, count: int, before_current_task: bool 
 
     Groups whose items were all omitted at a task end do not count: they are no longer
     part of the conversation the model sees, so they must not use up the window."""
-    shown = [(i.group, i.task) for i in state.items.values() if i.group is not None and i.projection != Projection.OMITTED]
-    current = {g for g, task in shown if before_current_task and task is not None and task == state.current_task}
-    earlier = sorted({g for g, _ in shown} - current, reverse=True)
+    shown: set[int] = set()
+    current: set[int] = set()
+    task_now, omitted = state.current_task, Projection.OMITTED
+    for item in state.items.values():  # one pass: this runs at every compaction over the whole working set
+        group = item.group
+        if group is None or item.projection == omitted:
+            continue
+        shown.add(group)
+        if before_current_task and item.task is not None and item.task == task_now:
+            current.add(group)
+    earlier = sorted(shown - current, reverse=True)
     return current | set(earlier[:count])
 

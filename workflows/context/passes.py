@@ -20,12 +20,13 @@ compaction, which would re-bill the retained history again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 
 from .budget import cost_of
 from .checkpoint import EpisodeNote
 from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
-from .items import Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
+from .items import TOOL_OUTPUT_KINDS, Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, protected_groups
 from .prefix import rebilled
 
@@ -33,6 +34,7 @@ from .prefix import rebilled
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
 KEPT_RECENT_USER_MESSAGES = 2
 _REFERENCEABLE = (Projection.FULL, Projection.COMPACT)
+_PASS1_REASONS = {tool_class: f"pass1:{tool_class.value}→reference" for tool_class in ToolClass}
 
 Protect = Callable[[Item], bool]
 
@@ -82,31 +84,58 @@ def cleanup_omitted(draft: Draft) -> None:
             draft.archive(item, "archived:omitted-at-task-end")
 
 
+_SEQ = attrgetter("seq")
+
+
 def _referenceable(draft: Draft) -> list[Item]:
     """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
-    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing)."""
-    out = []
-    preview = draft.preview
-    for item in draft.lane:
-        if not is_tool_output(item) or not item.observation_id or draft.protected(item):
+    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing).
+
+    Passes only ever move items to a reference or out, so an item that is no candidate
+    stays none for as long as the protected groups are the same: a second call looks only at
+    the candidates of the first. (``is_tool_output``, ``Draft.protected`` and ``Draft.view``
+    written out: the first call runs over the whole lane.)"""
+    out: list[Item] = []
+    preview, changes = draft.preview, draft.changes
+    groups, active = draft.protected_groups, draft.active_episodes
+    tool_kinds, pinned, reference = TOOL_OUTPUT_KINDS, Lifecycle.PINNED, Projection.REFERENCE
+    last = draft.referenceable
+    for item in last[1] if last is not None and last[0] is groups else draft.lane:
+        if not item.observation_id or not (item.kind in tool_kinds or item.role == "tool"):
             continue
-        projection = draft.view(item)[1]
+        if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
+                item.episode is not None and item.episode in active):
+            continue
+        change = changes.get(item.id)
+        projection = change.projection if change else item.projection
         if projection not in _REFERENCEABLE:
             continue
-        if cost_of(item, Projection.REFERENCE, preview) < cost_of(item, projection, preview):
+        tokens = item.tokens  # cost_of written out for measured projections
+        reference_cost, cost = tokens.get(reference), tokens.get(projection)
+        if reference_cost is None:
+            reference_cost = cost_of(item, reference, preview)
+        if cost is None:
+            cost = cost_of(item, projection, preview)
+        if reference_cost < cost:
             out.append(item)
-    return out
+    draft.referenceable = (groups, out)
+    return list(out)  # the caller may reorder its list, not the one kept
 
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    candidates = _referenceable(draft)
-    candidates.sort(key=lambda i: (CLASS_PRIORITY[i.tool_class or ToolClass.RUN], i.seq))
-    for item in candidates:
-        if _met(draft):
-            return
-        tool_class = (item.tool_class or ToolClass.RUN).value
-        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class}→reference")
+    run, retained, reference = ToolClass.RUN, Lifecycle.RETAINED, Projection.REFERENCE
+    # by (class priority, seq): sorted by seq, then grouped by priority keeping that order
+    by_priority: dict[int, list[Item]] = {}
+    for item in sorted(_referenceable(draft), key=_SEQ):
+        by_priority.setdefault(CLASS_PRIORITY[item.tool_class or run], []).append(item)
+    generated = draft.total() - draft.lane_tokens  # a move changes no generated text
+    target = draft.target
+    for priority in sorted(by_priority):
+        for item in by_priority[priority]:
+            if draft.lane_tokens + generated <= target:  # _met
+                return
+            draft.move(item, retained, reference, _PASS1_REASONS[item.tool_class or run])
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -126,7 +155,7 @@ def sweep_rebilled(draft: Draft) -> None:
     before the first change is touched, so the cached prefix stays as long as without it,
     and an archive sweep that would make the request larger is undone.
     """
-    draft.protected_groups = protected_groups(draft.state, draft.config.protected_groups)
+    draft.protected_groups = draft.configured_protected
     rebill = rebilled(draft)
     if rebill.from_history_start:
         reason = "pass2:cache-sweep→archived"
@@ -140,8 +169,9 @@ def sweep_rebilled(draft: Draft) -> None:
     swept = [item for item in _referenceable(draft) if item.id in rebill.ids]
     if swept:
         draft.passes.append("pass1:cache-sweep")
+    retained, reference = Lifecycle.RETAINED, Projection.REFERENCE
     for item in swept:
-        draft.move(item, Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
+        draft.move(item, retained, reference, "pass1:cache-sweep→reference")
 
 
 def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing,

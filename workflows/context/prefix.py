@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .draft import Draft
 from .items import Item, Kind, Lifecycle, Projection
-from .layout import is_step_capability, layout_key
+from .layout import HISTORY_KINDS, layout_key
 
 Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
 _HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
@@ -34,8 +34,14 @@ def _visible(lifecycle: Lifecycle, projection: Projection) -> bool:
 
 def current_entries(draft: Draft) -> list[Entry]:
     """The entries of the request as it is now: the layout plus everything appended since."""
-    items = draft.state.items
-    return [(i, items[i].projection) for i in draft.state.order if _visible(items[i].lifecycle, items[i].projection)]
+    items, archived, omitted = draft.state.items, Lifecycle.ARCHIVED, Projection.OMITTED
+    entries = []
+    for item_id in draft.state.order:  # _visible written out: one pass over the working set
+        item = items[item_id]
+        projection = item.projection
+        if item.lifecycle != archived and projection != omitted:
+            entries.append((item_id, projection))
+    return entries
 
 
 def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
@@ -46,27 +52,56 @@ def planned_entries(draft: Draft) -> tuple[list[Entry], int]:
     it is a change at its position. The history segment opens with the checkpoint, which a
     draft that archives anything rewrites.
     """
+    keyed = _planned_keys(draft)
+    return [(key[3], _planned_projection(draft, key[3])) for key in keyed], _history_start(keyed)
+
+
+def _planned_projection(draft: Draft, item_id: str) -> Projection:
+    """The projection of a planned entry: a regenerated text's is full."""
+    item = draft.state.items.get(item_id)
+    return draft.view(item)[1] if item is not None else Projection.FULL
+
+
+PlannedKey = tuple[int, int, int, str]  # layout key (segment, rank, seq, id) of a planned entry
+
+
+def _planned_keys(draft: Draft) -> list[PlannedKey]:
+    """The items of ``planned_entries`` as their sorted layout keys (tuples of ints and a
+    string: untracked by the garbage collector, unlike the pairs, which hold enum members)."""
     state = draft.state
     regenerated = set(draft.new_texts)
     if draft.checkpoint_changed:
         regenerated.add(Kind.CHECKPOINT.value)
     if draft.summary_changed:
         regenerated.add(Kind.SUMMARY.value)
-    keyed: list[tuple[tuple[int, int, int, str], Entry]] = []
+    keyed: list[PlannedKey] = []
+    changes, archived, omitted, capability = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED, Kind.CAPABILITY.value
+    history_kinds = HISTORY_KINDS
     for item in state.items.values():
-        if is_step_capability(item) or (item.kind in regenerated and state.generated_id(item.kind) == item.id):
+        kind = item.kind  # is_step_capability written out
+        if (kind == capability and item.scope == "step") or (kind in regenerated and state.generated_id(kind) == item.id):
             continue  # step context is not laid out; a replaced generated item is added below
-        lifecycle, projection = draft.view(item)
-        if _visible(lifecycle, projection):
-            keyed.append((layout_key(item), (item.id, projection)))
+        change = changes.get(item.id)  # Draft.view and _visible written out: one pass over the working set
+        lifecycle, projection = (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
+        if lifecycle != archived and projection != omitted:
+            # layout_key written out for history items (most of them)
+            keyed.append((2, 1, item.seq, item.id) if kind in history_kinds else layout_key(item))
     for kind in sorted(regenerated):
         if draft.new_texts.get(kind) == "":
             continue  # retired: nothing replaces it
         new = Item(id=f"(new {kind})", seq=state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
-        keyed.append((layout_key(new), (new.id, Projection.FULL)))
-    keyed.sort(key=lambda pair: pair[0])
-    history_start = sum(1 for key, _ in keyed if key[0] < _HISTORY)
-    return [entry for _, entry in keyed], history_start
+        keyed.append(layout_key(new))
+    keyed.sort()
+    return keyed
+
+
+def _history_start(keyed: list[PlannedKey]) -> int:
+    start = 0
+    for key in keyed:
+        if key[0] >= _HISTORY:
+            break
+        start += 1
+    return start
 
 
 def first_change(before: list[Entry], after: list[Entry]) -> int:
@@ -77,11 +112,29 @@ def first_change(before: list[Entry], after: list[Entry]) -> int:
     return min(len(before), len(after))
 
 
+def _first_change_from_current(draft: Draft, after: list[PlannedKey]) -> int:
+    """``first_change(current_entries(draft), planned_entries(draft)[0])`` without building either."""
+    items, changes, archived, omitted = draft.state.items, draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED
+    index, end = 0, len(after)
+    for item_id in draft.state.order:
+        item = items[item_id]
+        projection = item.projection
+        if item.lifecycle == archived or projection == omitted:
+            continue
+        if index == end or after[index][3] != item_id:
+            return index
+        change = changes.get(item_id)  # the same item: planned with its projection in the draft
+        if change is not None and change.projection != projection:
+            return index
+        index += 1
+    return index
+
+
 def rebilled(draft: Draft) -> Rebilled:
     """What the first request after ``draft`` re-bills: every entry from its first change on."""
-    after, history_start = planned_entries(draft)
-    changed = first_change(current_entries(draft), after)
+    after = _planned_keys(draft)
+    changed = _first_change_from_current(draft, after)
     if changed == len(after):  # nothing changes: the cache serves the whole request
         return Rebilled(ids=frozenset(), from_history_start=False)
-    return Rebilled(ids=frozenset(item_id for item_id, _ in after[changed:]),
-                    from_history_start=changed <= history_start)
+    return Rebilled(ids=frozenset([key[3] for key in after[changed:]]),
+                    from_history_start=changed <= _history_start(after))

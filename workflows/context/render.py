@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .content import ItemContent, ToolCall
 from .items import Item, Projection, is_tool_output
@@ -25,6 +25,10 @@ from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
 # Longest tool-call argument string kept verbatim per projection of an assistant message.
 _ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120}
 _MIN_ARGUMENT_SHARE = 200
+# plain constants: an enum member read as a class attribute costs a lookup through the enum
+# machinery, and these run for every message of a request
+_FULL, _COMPACT, _MINIMAL_REFERENCE, _OMITTED = (Projection.FULL, Projection.COMPACT, Projection.MINIMAL_REFERENCE,
+                                                 Projection.OMITTED)
 
 
 def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
@@ -32,16 +36,16 @@ def projection_text(item: Item, content: ItemContent, projection: Projection, pr
     """The text of ``item`` under ``projection``; bounded for every projection but FULL.
     ``recall``: how placeholders say to read the omitted text back."""
     text = content.text
-    if projection == Projection.FULL:
+    if projection == _FULL:
         return text
-    if projection == Projection.OMITTED:
+    if projection == _OMITTED:
         return ""
     address = observation_address(item.observation_id) if item.observation_id else None
-    if projection == Projection.COMPACT:
+    if projection == _COMPACT:
         return _head_tail(text, preview_chars, item.observation_id, recall)
     if address is None:
         return _without_address(item, text, projection)
-    if projection == Projection.MINIMAL_REFERENCE:
+    if projection == _MINIMAL_REFERENCE:
         return f"Full output: {address}"
     if is_tool_output(item):
         tool = item.tool_name or content.tool_name or "tool"
@@ -98,7 +102,7 @@ def _without_address(item: Item, text: str, projection: Projection) -> str:
 def _bounded_arguments(arguments: str, projection: Projection, preview_chars: int) -> str:
     """Tool-call arguments bounded by projection; a cut is still valid JSON."""
     limit = _ARGUMENT_LIMITS.get(projection, preview_chars)
-    if projection == Projection.FULL or len(arguments) <= limit:
+    if projection == _FULL or len(arguments) <= limit:
         return arguments
     head = arguments[: max(0, limit - 60)]
     return json.dumps({"truncated_arguments": head, "omitted_chars": len(arguments) - len(head)}, ensure_ascii=False)
@@ -136,7 +140,7 @@ def item_message(
             share = preview_chars // max(1, len(content.tool_calls))
             tool_calls = [_tool_call_dict(c, projection, max(share, _MIN_ARGUMENT_SHARE)) for c in calls]
             message = {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
-        if projection == Projection.FULL and content.reasoning_content:
+        if projection == _FULL and content.reasoning_content:
             # passed back in the form it came in, while the turn is kept whole
             message["reasoning_content"] = content.reasoning_content
         return message
@@ -149,30 +153,37 @@ def item_message(
 Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a request is made of
 
 
-def _paired_calls(entries: Entries, items: dict[str, Item], contents: dict[str, ItemContent]) -> set[tuple[int, str]]:
-    """(entry index of the assistant, call id) for every call answered before the next assistant turn."""
-    paired: set[tuple[int, str]] = set()
-    assistant_at, open_calls = -1, set()
-    for index, (item_id, projection) in enumerate(entries):
-        item = items[item_id]
-        if projection == Projection.OMITTED:
-            continue
-        if item.role == "assistant":
-            assistant_at, open_calls = index, {c.id for c in contents[item_id].tool_calls}
-        elif item.role == "tool":
-            call_id = _call_id(item, contents[item_id])
-            if call_id in open_calls:
-                paired.add((assistant_at, call_id))
-                open_calls.discard(call_id)
-    return paired
+def _answered_calls(index: int, calls: list[ToolCall], ids: Sequence[str], projections: Sequence[Projection],
+                    items: dict[str, Item], contents: dict[str, ItemContent]) -> set[str]:
+    """The ids of the ``calls`` of the assistant entry at ``index`` that a shown tool entry
+    answers before the next shown assistant entry (the first answer of each). The scan stops
+    as soon as every call is answered: usually at the next entry."""
+    waiting = {calls[0].id} if len(calls) == 1 else {c.id for c in calls}
+    answered: set[str] = set()
+    omitted, end = Projection.OMITTED, len(ids)
+    position = index + 1
+    while waiting and position < end:
+        if projections[position] != omitted:
+            item_id = ids[position]
+            item = items[item_id]
+            role = item.role
+            if role == "assistant":
+                break
+            if role == "tool":
+                content = contents[item_id]  # _call_id written out
+                call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+                if call_id in waiting:
+                    waiting.discard(call_id)
+                    answered.add(call_id)
+        position += 1
+    return answered
 
 
 def _call_id(item: Item, content: ItemContent) -> str | None:
     return content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """One chat message of a request and the entry it renders (other formats start from these)."""
 
     message: dict
@@ -188,11 +199,8 @@ def render_messages(
     recall: RecallStyle = "tool",
 ) -> list[dict]:
     """OpenAI chat messages for a request plan's (item id, projection) entries (see render_turns)."""
-    return [rendered.message for rendered in render_turns(entries, items, contents, preview_chars, recall)]
-
-
-# item id -> (projection, kept call ids or None for all, message): its last rendering
-MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | None, dict | None]]
+    ids, projections = _split(entries)
+    return render_entries(ids, projections, items, contents, preview_chars, recall)[0]
 
 
 def render_turns(
@@ -201,9 +209,48 @@ def render_turns(
     contents: dict[str, ItemContent],
     preview_chars: int,
     recall: RecallStyle = "tool",
-    memo: MessageMemo | None = None,
 ) -> list[Rendered]:
-    """OpenAI chat messages for a request plan's (item id, projection) entries, each with its entry.
+    """OpenAI chat messages for a request plan's (item id, projection) entries, each with its
+    entry (see ``render_entries``)."""
+    ids, projections = _split(entries)
+    messages, sources, _, _ = render_entries(ids, projections, items, contents, preview_chars, recall)
+    return [Rendered(message, ids[index], projections[index]) for message, index in zip(messages, sources, strict=True)]
+
+
+def _split(entries: Entries) -> tuple[list[str], list[Projection]]:
+    return [item_id for item_id, _ in entries], [projection for _, projection in entries]
+
+
+class Rendering(NamedTuple):
+    """What ``render_entries`` returns: parallel lists, since a compaction re-renders a whole
+    request and no per-entry record is built for it."""
+
+    messages: list[dict]
+    sources: list[int]  # for each message, the index of the entry it renders
+    # Segments: one starts at entry 0 and at every shown assistant entry, where no call awaits
+    # its result, so a segment renders the same on its own (render_cache.py). For each, the
+    # entry index where it starts and the index of its first message (or, without messages,
+    # of the next segment's).
+    segment_starts: list[int]
+    segment_offsets: list[int]
+
+
+# item id -> (projection, the calls kept, message): its last rendering; the calls kept are
+# None for an item that is no assistant turn, True when all of a turn's calls are kept, else
+# their ids
+MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | bool | None, dict | None]]
+
+
+def render_entries(
+    ids: Sequence[str],
+    projections: Sequence[Projection],
+    items: dict[str, Item],
+    contents: dict[str, ItemContent],
+    preview_chars: int,
+    recall: RecallStyle = "tool",
+    memo: MessageMemo | None = None,
+) -> Rendering:
+    """The chat messages of the entries ``zip(ids, projections)`` (see ``Rendering``).
 
     Pairing invariant: an assistant message keeps only the calls whose tool message is
     also sent, and a tool message is sent only right after its call; an orphaned result
@@ -214,55 +261,92 @@ def render_turns(
     ``memo`` (kept by a caller that renders consecutive requests of one lane with the same
     preview and recall style) reuses an item's last message when its projection and kept
     calls are the same again: an item's content never changes, so neither does that message.
+    (The loop is written out, helpers inlined: after a compaction it runs over the whole request.)
     """
-
-    def message_of(item: Item, content: ItemContent, projection: Projection,
-                   keep: list[ToolCall] | None = None) -> dict | None:
-        if memo is None:
-            return item_message(item, content, projection, preview_chars, keep, recall)
-        calls = None if keep is None else tuple(c.id for c in keep)
-        last = memo.get(item.id)
-        if last is not None and last[0] is projection and last[1] == calls:  # members are singletons
-            return last[2]
-        message = item_message(item, content, projection, preview_chars, keep, recall)
-        memo[item.id] = (projection, calls, message)
-        return message
-
-    paired = _paired_calls(entries, items, contents)
-    messages: list[Rendered] = []
-    deferred: list[Rendered] = []
+    use_memo = memo is not None
+    if memo is None:
+        memo = {}  # written to, never read: without a memo every message is rendered anew
+    messages: list[dict] = []
+    sources: list[int] = []
+    deferred: list[dict] = []
+    deferred_sources: list[int] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
+    segment_starts, segment_offsets = [0], [0]
+    omitted, remembered = Projection.OMITTED, memo.get
 
-    def emit(message: dict | None, item_id: str, projection: Projection) -> None:
-        if message is None:
-            return
-        (deferred if pending and message["role"] != "tool" else messages).append(Rendered(message, item_id, projection))
-
-    for index, (item_id, projection) in enumerate(entries):
+    message: dict | None
+    for index, item_id in enumerate(ids):
+        projection = projections[index]
         item, content = items[item_id], contents[item_id]
-        if projection == Projection.OMITTED:
+        if projection == omitted:
             continue
-        if item.role == "assistant":
-            # pending is empty here: a call is paired only with a result before the next assistant turn
-            keep = [c for c in content.tool_calls if (index, c.id) in paired]
-            emit(message_of(item, content, projection, keep), item_id, projection)
-            pending.update(c.id for c in keep)
-        elif item.role == "tool":
-            call_id = _call_id(item, content)
-            if call_id in pending:
-                message = message_of(item, content, projection)
-                assert message is not None  # a tool message always renders, empty or not
-                messages.append(Rendered(message, item_id, projection))
-                pending.discard(call_id)
-                if not pending:
-                    messages.extend(deferred)
-                    deferred.clear()
+        role = item.role
+        if role == "tool":
+            call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+            if call_id not in pending:
+                message = _orphan_result(item, content, projection, preview_chars, recall)
+                if pending:
+                    deferred.append(message)
+                    deferred_sources.append(index)
+                else:
+                    messages.append(message)
+                    sources.append(index)
+                continue
+            last = remembered(item_id) if use_memo else None
+            if last is not None and last[0] is projection and last[1] is None:  # members are singletons
+                message = last[2]
             else:
-                emit(_orphan_result(item, content, projection, preview_chars, recall), item_id, projection)
+                message = item_message(item, content, projection, preview_chars, None, recall)
+                if use_memo:
+                    memo[item_id] = (projection, None, message)
+            assert message is not None  # a tool message always renders, empty or not
+            messages.append(message)
+            sources.append(index)
+            pending.discard(call_id)
+            if not pending and deferred:
+                messages.extend(deferred)
+                sources.extend(deferred_sources)
+                deferred.clear()
+                deferred_sources.clear()
+            continue
+        keep: list[ToolCall] | None = None
+        calls: tuple[str, ...] | bool | None = None
+        if role == "assistant":
+            # pending is empty here: a call is paired only with a result before the next assistant turn
+            if index:
+                segment_starts.append(index)
+                segment_offsets.append(len(messages))
+            tool_calls = content.tool_calls
+            answered = _answered_calls(index, tool_calls, ids, projections, items, contents) if tool_calls else None
+            if not answered:
+                keep, calls = [], ()
+            elif len(answered) == len(tool_calls) or all(c.id in answered for c in tool_calls):
+                keep, calls = tool_calls, True  # every call answered (the usual case)
+            else:
+                keep = [c for c in tool_calls if c.id in answered]
+                calls = tuple([c.id for c in keep])
+        last = remembered(item_id) if use_memo else None
+        if last is not None and last[0] is projection and last[1] == calls:
+            message = last[2]
         else:
-            emit(message_of(item, content, projection), item_id, projection)
+            message = item_message(item, content, projection, preview_chars, keep, recall)
+            if use_memo:
+                memo[item_id] = (projection, calls, message)
+        if message is not None:
+            if pending and message["role"] != "tool":
+                deferred.append(message)
+                deferred_sources.append(index)
+            else:
+                messages.append(message)
+                sources.append(index)
+        if keep:
+            if len(keep) == 1:
+                pending.add(keep[0].id)
+            else:
+                pending.update([c.id for c in keep])
     messages.extend(deferred)
-    return messages
+    sources.extend(deferred_sources)
+    return Rendering(messages, sources, segment_starts, segment_offsets)
 
 
 def _orphan_result(item: Item, content: ItemContent, projection: Projection, preview_chars: int,

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from .content import ItemContent
 from .items import Item, Projection
 from .observations import RecallStyle
-from .render import MessageMemo, render_turns
+from .render import MessageMemo, render_entries
 
 
 class _PlanEntry(Protocol):
@@ -44,7 +44,7 @@ class RequestRenderer:
         self._starts: list[int] = []  # entry index where each segment starts
         self._offsets: list[int] = []  # index in ``_messages`` of each segment's first message
         self._messages: list[dict] = []
-        self._memo: MessageMemo = {}  # each item's last message (render_turns)
+        self._memo: MessageMemo = {}  # each item's last message (render_entries)
 
     def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
                preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
@@ -62,32 +62,26 @@ class RequestRenderer:
         del self._messages[self._offsets[kept] if kept < len(self._offsets) else 0:]
         del self._starts[kept:], self._offsets[kept:]
         rest = entries[start:]
-        pairs: list[tuple[str, Projection]] = (
-            [_pair(e) for e in rest] if rest and not isinstance(rest[0], tuple) else rest)  # type: ignore[assignment]
-        self._render(pairs, start, items, contents, preview_chars, recall)
+        # two parallel lists, not a pair per entry: after a compaction ``rest`` is the whole request
+        if rest and not isinstance(rest[0], tuple):
+            ids = [e.item_id for e in rest]  # type: ignore[union-attr]
+            projections = [e.projection for e in rest]  # type: ignore[union-attr]
+        else:
+            ids = [e[0] for e in rest]  # type: ignore[index]
+            projections = [e[1] for e in rest]  # type: ignore[index]
+        self._render(ids, projections, start, items, contents, preview_chars, recall)
         self._key, self._entries = key, entries
         return list(self._messages)
 
-    def _render(self, pairs: list[tuple[str, Projection]], start: int, items: dict[str, Item],
+    def _render(self, ids: list[str], projections: list[Projection], start: int, items: dict[str, Item],
                 contents: dict[str, ItemContent], preview_chars: int, recall: RecallStyle) -> None:
-        """Render ``pairs`` (entries from ``start`` on, a segment start) in one pass and note
-        where each segment's messages begin: a segment's messages all precede the next
-        segment's, so the first message rendered from an entry at or after a segment start
-        (or, for a segment without messages, the next one's) marks it."""
-        begins = _segment_starts(pairs, items)
-        rendered = render_turns(pairs, items, contents, preview_chars, recall, self._memo)
-        position = {item_id: index for index, (item_id, _) in enumerate(pairs)}
+        """Render the entries from ``start`` on (a segment start) and note where each segment
+        starts and where its messages begin."""
+        rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo)
         base = len(self._messages)
-        offsets = [base + len(rendered)] * len(begins)
-        segment = 0  # segments whose offset is not set yet start at ``segment``
-        for index, message in enumerate(rendered):
-            entry = position[message.item_id]
-            while segment < len(begins) and begins[segment] <= entry:
-                offsets[segment] = base + index
-                segment += 1
-        self._starts.extend(start + b for b in begins)
-        self._offsets.extend(offsets)
-        self._messages.extend(r.message for r in rendered)
+        self._starts.extend([start + s for s in rendering.segment_starts])
+        self._offsets.extend([base + o for o in rendering.segment_offsets])
+        self._messages.extend(rendering.messages)
 
     def _shared_segments(self, entries: list[Entry]) -> int:
         """How many leading segments of the previous request ``entries`` repeats exactly
@@ -106,9 +100,3 @@ def _pair(entry: Entry) -> tuple[str, Projection]:
     if isinstance(entry, tuple):
         return entry
     return entry.item_id, entry.projection
-
-
-def _segment_starts(pairs: list[tuple[str, Projection]], items: dict[str, Item]) -> list[int]:
-    """Where the segments of ``pairs`` start: at 0 and at every shown assistant entry."""
-    return [0] + [index for index in range(1, len(pairs))
-                  if pairs[index][1] != Projection.OMITTED and items[pairs[index][0]].role == "assistant"]

@@ -13,10 +13,13 @@ plan must equal byte for byte (tests/engine/test_incremental_plan.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 from pydantic import BaseModel, ConfigDict
 
 from . import plan_cache
-from .budget import budget, cost_of, is_capability, scan_capability_tokens, scan_working_set_tokens
+from .budget import budget, cost_of, is_capability
 from .items import Item, Kind, Lifecycle, Projection, is_tool_output
 from .layout import is_step_capability
 from .ledger import ContextState
@@ -83,6 +86,54 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
     return plan
 
 
+def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None = None,
+                       order_before: list[str] | None = None, reprojected: Sequence[str] = ()) -> None:
+    """Bring the state's plan cache up to date now (after a compaction: the sums it holds
+    answer ``working_set_tokens`` and the next ``plan_request`` without another scan).
+
+    ``before`` is the cache as it was current before a compaction that only re-projected
+    the items ``reprojected`` (each shown before and after) and left the layout as it was
+    (``order_before``, every item of it shown; the segments may have grown, e.g. at a first
+    layout): then the new cache is ``before`` with those entries replaced, not a full scan."""
+    if before is not None and _patch(state, before, order_before, reprojected):
+        return
+    _full_rung(state)
+
+
+def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list[str] | None,
+           reprojected: Sequence[str]) -> bool:
+    """``refresh_plan_cache`` by replacing the entries of ``reprojected`` in ``before``;
+    False (nothing done) when the compaction changed more than that."""
+    shared = len(state.shared_prefix)
+    if (before.pending or state.order != order_before or len(before.entries) != shared + len(state.order)
+            or before.shared_tokens != state.shared_tokens
+            or before.preview_chars != state.config.effective_preview_chars):
+        return False
+    preview, items, entries = state.config.effective_preview_chars, state.items, list(before.entries)
+    position = dict(zip(state.order, range(shared, len(entries)), strict=True))
+    omitted, archived, capability = Projection.OMITTED, Lifecycle.ARCHIVED, Kind.CAPABILITY.value
+    delta = 0
+    for item_id in reprojected:
+        item = items[item_id]
+        index = position[item_id]
+        old = entries[index]
+        projection = item.projection
+        if projection == omitted or item.lifecycle == archived or item.kind == capability or old.item_id != item_id:
+            return False  # shown no more, or capability context: the sums need a full scan
+        tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
+        if tokens is None:
+            tokens = cost_of(item, projection, preview)
+        if old.projection is not projection or old.tokens != tokens:
+            entries[index] = PlanEntry(item_id=item_id, projection=projection, tokens=tokens)
+            delta += tokens - old.tokens
+    plan_cache.store(state, replace(
+        before, generation=state.generation, layout_epoch=state.layout_epoch, order_len=len(state.order),
+        working_set=before.working_set + delta, entries=entries, laid_out=len(entries),  # every entry laid out
+        counts=[shared + state.stable_len, state.memory_len, len(state.order) - state.stable_len - state.memory_len],
+        conversation=before.conversation + delta, step=list(before.step), pending=[]))
+    return True
+
+
 def _full_rung(state: ContextState) -> plan_cache.PlanCache:
     """The state's plan cache, extended by the items appended since, or rebuilt by a full scan."""
     cache = plan_cache.current(state)
@@ -125,29 +176,48 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
     conversation = order_capability = 0
     stable_len, memory_end, laid_out_len = state.stable_len, state.stable_len + state.memory_len, state.laid_out_len
     items = state.items
-    omitted, archived = Projection.OMITTED, Lifecycle.ARCHIVED
+    omitted, archived, capability_kind = Projection.OMITTED, Lifecycle.ARCHIVED, Kind.CAPABILITY.value
+    append, reused = entries.append, reuse.get
     for position, item_id in enumerate(state.order):
         item = items[item_id]
         projection = item.projection
         if projection == omitted or item.lifecycle == archived:
             continue
-        tokens = cost_of(item, projection, preview)
-        entry = reuse.get(item_id)
+        tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
+        if tokens is None:
+            tokens = cost_of(item, projection, preview)
+        entry = reused(item_id)
         if entry is None or entry.projection is not projection or entry.tokens != tokens:
             entry = make(item_id=item_id, projection=projection, tokens=tokens)
-        entries.append(entry)
-        counts[0 if position < stable_len else 1 if position < memory_end else 2] += 1
+        append(entry)
+        if position >= memory_end:
+            counts[2] += 1
+        else:
+            counts[0 if position < stable_len else 1] += 1
         laid_out += position < laid_out_len
-        if is_capability(item):
+        if item.kind == capability_kind:
             order_capability += tokens
         else:
             conversation += tokens
-    step = [make(item_id=i.id, projection=Projection.FULL, tokens=cost_of(i, Projection.FULL, preview))
-            for i in items.values() if is_step_capability(i)]
+    # the step context and the working-set sums (scan_working_set_tokens, scan_capability_tokens)
+    # in one pass over the items
+    step = []
+    working_set = capability = 0
+    for item in items.values():
+        projection = item.projection
+        if item.kind == capability_kind:
+            capability += cost_of(item, projection, preview)
+            if item.scope == "step":
+                step.append(make(item_id=item.id, projection=Projection.FULL,
+                                 tokens=cost_of(item, Projection.FULL, preview)))
+        elif item.lifecycle != archived:
+            measured = item.tokens.get(projection)  # cost_of written out for a measured projection
+            working_set += measured if measured is not None and projection != omitted else cost_of(
+                item, projection, preview)
     return plan_cache.PlanCache(
         generation=state.generation, layout_epoch=state.layout_epoch, preview_chars=preview,
-        shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=scan_working_set_tokens(state),
-        capability=scan_capability_tokens(state), entries=entries, counts=counts, laid_out=laid_out,
+        shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=working_set,
+        capability=capability, entries=entries, counts=counts, laid_out=laid_out,
         conversation=conversation, order_capability=order_capability, step=step,
         step_capability=sum(e.tokens for e in step),
     )
