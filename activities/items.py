@@ -223,17 +223,19 @@ async def store_item(store: Store, session_id: str, lane: str, item: Item, conte
 
 
 async def store_items(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]],
-                      clients: list[ExternalItem] | None = None, events: list[EventRow] | None = None) -> list[Item]:
-    """Write the items' content and metadata, then their events (after ``events``, other
-    events the caller has to write), in one statement each.
+                      clients: list[ExternalItem] | None = None, events: list[EventRow] | None = None,
+                      observation: tuple[str, str, str] | None = None) -> list[Item]:
+    """Write the items' content and metadata and their events (after ``events``, other
+    events the caller has to write) in one statement; with ``observation`` (see
+    ``Store.put_items_with_events``) too.
 
-    Both writes are always attempted (each is idempotent) so that an attempt killed
-    between them is completed by the retry. Where a row already existed, the stored
-    metadata wins, so every attempt reports the same items.
+    Both writes are always attempted (each is idempotent), so a retry completes the events
+    of items an attempt of older code stored without them. Where a row already existed,
+    the stored metadata wins, so every attempt reports the same items.
     """
     rows = [item_row(item, content, lane, clients[n] if clients else None) for n, (item, content) in enumerate(pairs)]
-    inserted = await store.put_items(session_id, rows)
-    await store.append_events(session_id, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)])
+    inserted = await store.put_items_with_events(
+        session_id, rows, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)], observation)
     if inserted == len(rows):  # every row is this attempt's: no need to read them back
         kept = [item_of(row) for row in rows]  # parsed as a read would parse them
     else:

@@ -154,19 +154,19 @@ async def call_model(inp: ModelCallInput) -> ModelCallResult:
 async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     runtime = await get_runtime()
     store = runtime.store
-    # Independent reads and writes go side by side (one round trip each pair, not two).
-    # The request event is idempotent by (lane, seq): a retried call writes it once.
+    # Independent reads and writes go side by side (one round trip for all, not one each).
+    # The request event is idempotent by (lane, seq): a retried call writes it once. The plan
+    # usually builds on the one this worker stored last (no round trip).
     events = [EventRow(**inp.request_event.model_dump())] if inp.request_event is not None else []
-    _, done = await asyncio.gather(store.append_events(inp.session_id, events),
-                                   stored_item(store, inp.session_id, inp.lane, inp.response_item_id))
+    entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
+    _, done, _, request = await asyncio.gather(
+        store.append_events(inp.session_id, events),
+        stored_item(store, inp.session_id, inp.lane, inp.response_item_id),
+        store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries),
+        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model))
     if done is not None:  # an earlier attempt stored the answer, then its result was lost
         item, content = done
         return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
-
-    entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
-    _, request = await asyncio.gather(
-        store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries),
-        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model))
 
     if inp.replay is not None:
         client = client_for(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)

@@ -214,6 +214,48 @@ class Store:
             await self._warn_item_conflicts(session_id, rows, {r["item_id"] for r in inserted})
         return len(inserted)
 
+    async def put_items_with_events(self, session_id: str, rows: list[ItemRow], events: list[EventRow],
+                                    observation: tuple[str, str, str] | None = None) -> int:
+        """``put_items`` then ``append_events`` in one statement (one round trip, one transaction:
+        an item and its events are committed together); returns how many items were new.
+        ``observation`` (obs id, item id, text): stored in the same statement, for text that is the
+        same whichever attempt writes it (the first write wins, as ``put_observation``'s)."""
+        if not events and observation is None:
+            return await self.put_items(session_id, rows)
+        archive, archive_args = "", []
+        if observation is not None:
+            obs_id, item_id, text = observation
+            data, as_text = encode_text(text)
+            archive = """, new_observation AS (
+                 INSERT INTO observations (obs_id, session_id, item_id, text_content, bytes_content,
+                                           size_chars, size_bytes, sha256)
+                 VALUES ($15, $1, $16, $17, $18, $19, $20, $21) ON CONFLICT DO NOTHING)"""
+            archive_args = [obs_id, item_id, text if as_text else None, None if as_text else data,
+                            len(text), len(data), hashlib.sha256(data).hexdigest()]
+        # Every data-modifying CTE runs to completion whether or not the final SELECT reads it;
+        # the events take the session's lock as append_events does (ids in commit order).
+        inserted = await self._run(lambda c: c.fetch(
+            """WITH session_lock AS (SELECT pg_advisory_xact_lock(hashtextextended('lanes.events:' || $1, 0))),
+               new_items AS (
+                 INSERT INTO items (session_id, item_id, lane, seq, kind, role, content, client_id, client_digest)
+                 SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::jsonb[],
+                                          $8::text[], $9::text[])
+                 ON CONFLICT DO NOTHING RETURNING item_id),
+               new_events AS (
+                 INSERT INTO events (session_id, lane, seq, event_id, kind, payload)
+                 SELECT $1, e.* FROM session_lock,
+                        unnest($10::text[], $11::bigint[], $12::text[], $13::text[], $14::jsonb[]) AS e
+                 ON CONFLICT DO NOTHING RETURNING event_id)""" + archive + """
+               SELECT item_id FROM new_items""",
+            session_id, [r.item_id for r in rows], [r.lane for r in rows], [r.seq for r in rows],
+            [r.kind for r in rows], [r.role for r in rows], [r.content for r in rows],
+            [r.client_id for r in rows], [r.client_digest for r in rows],
+            [e.lane for e in events], [e.seq for e in events], [e.event_id for e in events],
+            [e.kind for e in events], [e.payload for e in events], *archive_args), session_id)
+        if len(inserted) < len(rows):
+            await self._warn_item_conflicts(session_id, rows, {r["item_id"] for r in inserted})
+        return len(inserted)
+
     async def _warn_item_conflicts(self, session_id: str, rows: list[ItemRow], new: set[str]) -> None:
         skipped = [r for r in rows if r.item_id not in new]
         existing = await self.get_items(session_id, [r.item_id for r in skipped])

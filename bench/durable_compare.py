@@ -3,9 +3,11 @@
     .venv/bin/python bench/durable_compare.py [--trajectory PATH] [--rounds 2] [--budget 16000]
 
 Starts a throwaway local stack (Temporal dev server, PostgreSQL), one in-process worker for
-each agent (Context Lanes' worker; ``durable_baseline.py``'s) and one replay model server,
+each agent (Context Lanes' worker; ``durable_baseline.py``'s) and one replay model server (in
+a process of its own, as a provider is; ``--model-server thread``: in the driver's process),
 then replays the same recorded session (default: a 176-step mini-swe-agent session) through
-both, alternating A B B A ... so that machine load falls on both alike. Per agent: per-turn
+both, alternating A B C C B A ... so that machine load falls on all alike (C: lanes with its
+recorded tool outputs in the tool activity, as a live session's workspace tools run). Per agent: per-turn
 wall time (the gap between two consecutive model requests as the replay server receives them:
 model call, tool call and all the durable machinery between) by session third, workflow tasks
 and activities per turn, and Temporal history bytes per turn. Writes
@@ -16,15 +18,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 from _results import machine, sources_digest, update_block, write_json
 from durable_baseline import ACTIVITIES, BaselineInput, DurableBaselineAgent
 from temporalio.api.enums.v1 import EventType
@@ -43,29 +50,65 @@ DEFAULT_TRAJECTORY = ("/work/shared/data/trajectories/mini-swe-agent-deepseek/de
                       "pylint-dev__astroid-1333.traj.json.gz")
 WARMUP_TRAJECTORY = ("/work/shared/data/trajectories/mini-swe-agent-deepseek/deepseek_reasoner_dev/"
                      "pvlib__pvlib-python-1707.traj.json.gz")
+ROOT = Path(__file__).resolve().parents[1]
 LANES, BASELINE = "lanes", "baseline"
+# Lanes with its recorded tool outputs looked up in the tool activity, as a live session's
+# workspace tools run (ReplaySpec.tools_as_activities): what a live turn's machinery costs.
+LANES_TOOL_ACTIVITY = "lanes-tool-activity"
+AGENTS = (LANES, BASELINE, LANES_TOOL_ACTIVITY)
 
 
 class Stamps:
-    """When the replay server received each turn's request, per run (runs are sequential)."""
+    """When the replay server received each turn's request (its request log), per run (runs are
+    sequential)."""
 
-    def __init__(self, server: ReplayModelServer) -> None:
-        self.current: dict[int, float] = {}
-        original = server.state.record
+    def __init__(self, root_url: str) -> None:
+        self.root_url = root_url
 
-        def record(headers, body):
-            turn = headers.get("x-lanes-turn")
+    async def take(self) -> list[float]:
+        """Per-turn wall times (ms) of the run that just ended; the log is cleared for the next."""
+        async with httpx.AsyncClient(base_url=self.root_url, timeout=60) as http:
+            log = (await http.get("/admin/requests", params={"bodies": "false"})).json()["requests"]
+            await http.delete("/admin/requests")
+        first: dict[int, float] = {}
+        for request in log:  # a turn's first request (the overflow ladder may send more)
+            turn = request.get("turn")
             if turn is not None and turn.isdigit():
-                self.current.setdefault(int(turn), time.perf_counter())
-            return original(headers, body)
-
-        server.state.record = record  # type: ignore[method-assign]
-
-    def take(self) -> list[float]:
-        """Per-turn wall times (ms) of the run that just ended."""
-        ordered = [self.current[t] for t in sorted(self.current)]
-        self.current = {}
+                first.setdefault(int(turn), request["at"])
+        ordered = [first[t] for t in sorted(first)]
         return [(b - a) * 1000 for a, b in itertools.pairwise(ordered)]
+
+
+@contextlib.contextmanager
+def model_server(paths: list[str], where: str) -> Iterator[str]:
+    """The replay model server's root URL. ``process``: a process of its own, as a provider is (a
+    server thread in the driver shares the interpreter lock with both workers and stalls their
+    turns); ``thread``: in the driver's process."""
+    if where == "thread":
+        with ReplayModelServer(paths) as server:
+            yield server.root_url
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [sys.executable, "-m", "worker.replay.model_server", "--port", str(port),
+            *[arg for path in paths for arg in ("--trajectory", path)]]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"{root}/v1/models", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the replay model server did not start: {' '.join(argv)}") from None
+                time.sleep(0.2)
+        yield root
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 async def history_of(client: Client, workflow_id: str) -> dict[str, Any]:
@@ -115,11 +158,13 @@ def _add_timings(totals: dict[str, Any], events) -> None:
 
 
 async def run_lanes(client: Client, queue: str, trajectory: Trajectory, path: str, base_url: str,
-                    budget: int) -> tuple[str, int]:
+                    budget: int, tools_as_activities: bool = False) -> tuple[str, int]:
     session_id = f"cmp-{uuid.uuid4().hex[:8]}"
-    handle = await sessions.start_session(
-        client, sessions.replay_session_config(session_id, trajectory, path, base_url, budget_tokens=budget,
-                                             max_turns_per_task=len(trajectory.turns) + 10), queue)
+    config = sessions.replay_session_config(session_id, trajectory, path, base_url, budget_tokens=budget,
+                                           max_turns_per_task=len(trajectory.turns) + 10)
+    assert config.replay is not None
+    config.replay.tools_as_activities = tools_as_activities
+    handle = await sessions.start_session(client, config, queue)
     task_id = await sessions.submit(handle, trajectory.task)
     status = await sessions.wait_task(handle, task_id, poll=0.5)
     task = next(t for t in status.tasks if t.task_id == task_id)
@@ -179,27 +224,28 @@ async def compare(args: argparse.Namespace, tmp: Path, stack: Stack) -> dict[str
                         task_queue=f"lanes-{uuid.uuid4().hex[:6]}", data_dir=tmp / "data")
     client = await connect(settings)
     baseline_queue = f"baseline-{uuid.uuid4().hex[:6]}"
-    results: dict[str, list[dict[str, Any]]] = {LANES: [], BASELINE: []}
+    results: dict[str, list[dict[str, Any]]] = {agent: [] for agent in AGENTS}
     load = [machine()["load_average_1m"]]
-    with ReplayModelServer([trajectory] + ([warmup] if warmup else [])) as server:
-        stamps = Stamps(server)
+    with model_server([path] + ([WARMUP_TRAJECTORY] if warmup else []), args.model_server) as root_url:
+        stamps = Stamps(root_url)
+        base_url = f"{root_url}/v1"
         async with build_worker(client, settings), Worker(client, task_queue=baseline_queue,
                                                            workflows=[DurableBaselineAgent], activities=ACTIVITIES):
             if warmup is not None:  # imports, encodings, connection pools: paid before anything is measured
-                await run_lanes(client, settings.task_queue, warmup, WARMUP_TRAJECTORY, server.base_url, args.budget)
-                await run_baseline(client, baseline_queue, warmup, WARMUP_TRAJECTORY, server.base_url)
-                stamps.take()
-            order = [agent for i in range(args.rounds) for agent in ((LANES, BASELINE) if i % 2 == 0 else (BASELINE, LANES))
+                await run_lanes(client, settings.task_queue, warmup, WARMUP_TRAJECTORY, base_url, args.budget)
+                await run_baseline(client, baseline_queue, warmup, WARMUP_TRAJECTORY, base_url)
+                await stamps.take()
+            order = [agent for i in range(args.rounds) for agent in (AGENTS if i % 2 == 0 else AGENTS[::-1])
                      if args.only in (None, agent)]
             for agent in order:
                 started = time.perf_counter()
-                if agent == LANES:
+                if agent != BASELINE:
                     workflow_id, turns = await run_lanes(client, settings.task_queue, trajectory, path,
-                                                         server.base_url, args.budget)
+                                                         base_url, args.budget, agent == LANES_TOOL_ACTIVITY)
                 else:
-                    workflow_id, turns = await run_baseline(client, baseline_queue, trajectory, path, server.base_url)
+                    workflow_id, turns = await run_baseline(client, baseline_queue, trajectory, path, base_url)
                 elapsed = time.perf_counter() - started
-                gaps = stamps.take()
+                gaps = await stamps.take()
                 history = await history_of(client, workflow_id)
                 results[agent].append({"workflow_id": workflow_id, "turns": turns, "elapsed_s": round(elapsed, 2),
                                        "gaps_ms": [round(g, 2) for g in gaps], "history": history})
@@ -211,17 +257,22 @@ async def compare(args: argparse.Namespace, tmp: Path, stack: Stack) -> dict[str
     if args.only is not None:  # a look at one agent (profiling): no comparison
         return {"order": order, args.only: summarise(results[args.only]), "runs": results}
     lanes, baseline = summarise(results[LANES]), summarise(results[BASELINE])
+    tool_activity = summarise(results[LANES_TOOL_ACTIVITY])
     return {
         "trajectory": trajectory.id,
         "recorded_steps": len(trajectory.turns),
         "budget": args.budget,
+        "model_server": args.model_server,
         "order": order,
         LANES: lanes,
         BASELINE: baseline,
+        LANES_TOOL_ACTIVITY: tool_activity,
         "ratio_mean": round(lanes["mean_ms"] / baseline["mean_ms"], 3),
         "ratio_median": round(lanes["median_ms"] / baseline["median_ms"], 3),
         "ratio_thirds_mean": [round(a / b, 3) for a, b in zip(lanes["thirds_mean_ms"], baseline["thirds_mean_ms"],
                                                                 strict=True)],
+        "tool_activity_ratio_mean": round(tool_activity["mean_ms"] / baseline["mean_ms"], 3),
+        "tool_activity_ratio_median": round(tool_activity["median_ms"] / baseline["median_ms"], 3),
         "load_average_1m": load,
         "machine": machine(),
         "sources": sources_digest(),
@@ -230,34 +281,50 @@ async def compare(args: argparse.Namespace, tmp: Path, stack: Stack) -> dict[str
 
 
 def readme_block(result: dict[str, Any], command: str) -> str:
-    lanes, base = result[LANES], result[BASELINE]
+    lanes, base, live = result[LANES], result[BASELINE], result[LANES_TOOL_ACTIVITY]
     third = ["first third", "second third", "last third"]
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}×"
+
     rows = [f"| per-turn wall time, {third[i]} (mean / median ms) | {lanes['thirds_mean_ms'][i]} / "
             f"{lanes['thirds_median_ms'][i]} | {base['thirds_mean_ms'][i]} / {base['thirds_median_ms'][i]} | "
-            f"{result['ratio_thirds_mean'][i]:.2f}× |" for i in range(3)]
+            f"{result['ratio_thirds_mean'][i]:.2f}× | {live['thirds_mean_ms'][i]} / {live['thirds_median_ms'][i]} | "
+            f"{ratio(live['thirds_mean_ms'][i], base['thirds_mean_ms'][i])} |" for i in range(3)]
     return "\n".join([
         "## Durable comparison: Context Lanes vs a hand-written durable agent",
         "",
         f"Run with `{command}`: the recorded session `{result['trajectory']}` ({result['recorded_steps']} steps) "
         f"replayed {lanes['runs']}× by each agent, alternating ({', '.join(result['order'])}), on one local "
-        "Temporal dev server + PostgreSQL, each agent's worker in the driver's process, one replay model server. "
+        "Temporal dev server + PostgreSQL, each agent's worker in the driver's process, one replay model server "
+        f"({'in a process of its own' if result['model_server'] == 'process' else 'a thread of the driver'}). "
         f"Lanes at a {result['budget']:,}-token budget; the hand-written agent (`bench/durable_baseline.py`: full "
         "history in workflow state, one activity per model call and per tool call) sends the whole history. "
-        "Per-turn wall time: the gap between two consecutive model requests at the replay server.",
+        "Per-turn wall time: the gap between two consecutive model requests at the replay server. "
+        "*Context Lanes* looks a recorded tool output up in a local activity (a replay runs nothing in a "
+        "workspace); *tool activity* is the same replay with each tool call in the tool activity, as a live "
+        "session's workspace tools run (`ReplaySpec.tools_as_activities`).",
         "",
-        "| | Context Lanes | hand-written durable | lanes / hand-written |",
-        "|---|---:|---:|---:|",
+        "| | Context Lanes | hand-written durable | lanes / hand-written | Context Lanes, tool activity | "
+        "tool activity / hand-written |",
+        "|---|---:|---:|---:|---:|---:|",
         f"| per-turn wall time, whole session (mean / median ms) | {lanes['mean_ms']} / {lanes['median_ms']} | "
-        f"{base['mean_ms']} / {base['median_ms']} | {result['ratio_mean']:.2f}× / {result['ratio_median']:.2f}× |",
+        f"{base['mean_ms']} / {base['median_ms']} | {result['ratio_mean']:.2f}× / {result['ratio_median']:.2f}× | "
+        f"{live['mean_ms']} / {live['median_ms']} | {result['tool_activity_ratio_mean']:.2f}× / "
+        f"{result['tool_activity_ratio_median']:.2f}× |",
         *rows,
         f"| history bytes per turn | {lanes['history_bytes_per_turn']:,} | {base['history_bytes_per_turn']:,} | "
-        f"{lanes['history_bytes_per_turn'] / base['history_bytes_per_turn']:.3f}× |",
+        f"{ratio(lanes['history_bytes_per_turn'], base['history_bytes_per_turn'])} | "
+        f"{live['history_bytes_per_turn']:,} | {ratio(live['history_bytes_per_turn'], base['history_bytes_per_turn'])} |",
         f"| history of one session (bytes, events) | {lanes['history_bytes']:,}, {lanes['history_events']:,} | "
-        f"{base['history_bytes']:,}, {base['history_events']:,} | |",
-        f"| workflow tasks per turn | {lanes['workflow_tasks_per_turn']} | {base['workflow_tasks_per_turn']} | |",
+        f"{base['history_bytes']:,}, {base['history_events']:,} | | {live['history_bytes']:,}, "
+        f"{live['history_events']:,} | |",
+        f"| workflow tasks per turn | {lanes['workflow_tasks_per_turn']} | {base['workflow_tasks_per_turn']} | | "
+        f"{live['workflow_tasks_per_turn']} | |",
         f"| activities (+ local activities) per turn | {lanes['activities_per_turn']} "
         f"(+ {lanes['local_activities_per_turn']}) | {base['activities_per_turn']} "
-        f"(+ {base['local_activities_per_turn']}) | |",
+        f"(+ {base['local_activities_per_turn']}) | | {live['activities_per_turn']} "
+        f"(+ {live['local_activities_per_turn']}) | |",
         "",
         f"Load average (1 min) at the start and after each run: {', '.join(str(x) for x in result['load_average_1m'])} "
         f"({result['machine']['cpus']} CPUs, shared).",
@@ -267,11 +334,13 @@ def readme_block(result: dict[str, Any], command: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trajectory", default=DEFAULT_TRAJECTORY)
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each agent (alternating A B B A ...)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each agent (alternating A B C C B A ...)")
     parser.add_argument("--budget", type=int, default=16_000)
     parser.add_argument("--no-warmup", dest="warmup", action="store_false")
     parser.add_argument("--no-write", dest="write", action="store_false", help="print only")
-    parser.add_argument("--only", choices=[LANES, BASELINE], help="run one agent only (implies --no-write)")
+    parser.add_argument("--model-server", choices=["process", "thread"], default="process",
+                        help="the replay model server in a process of its own (default) or a thread of the driver")
+    parser.add_argument("--only", choices=AGENTS, help="run one agent only (implies --no-write)")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the driver's process (both workers) into FILE")
     args = parser.parse_args()
     args.write = args.write and args.only is None
@@ -289,7 +358,8 @@ def main() -> None:
     print(summary)
     if args.write:
         write_json("durable-compare.json", result)
-        command = ".venv/bin/python bench/durable_compare.py" + ("" if args.rounds == 2 else f" --rounds {args.rounds}")
+        command = (".venv/bin/python bench/durable_compare.py" + ("" if args.rounds == 2 else f" --rounds {args.rounds}")
+                   + ("" if args.model_server == "process" else f" --model-server {args.model_server}"))
         update_block("durable-compare", readme_block(result, command))
     sys.stdout.flush()
 

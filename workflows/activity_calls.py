@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities import condense, events, items, lanes, model, sessions, tools
@@ -63,6 +64,7 @@ TOOL_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=60),
     non_retryable_error_types=[WORKER_MISCONFIGURED, SANDBOX_UNAVAILABLE],
 )
+ONE_ATTEMPT = RetryPolicy(maximum_attempts=1)  # a fast path whose failure falls back to an activity
 CONDENSE_RETRY = RetryPolicy(  # a provider failure is retried once, then the caller falls back
     initial_interval=timedelta(seconds=1),
     maximum_attempts=2,
@@ -143,10 +145,23 @@ async def call_model(inp: model.ModelCallInput, give_up: timedelta) -> model.Mod
         summary=f"{inp.lane} turn {inp.replay_turn}: plan {inp.plan.version}")
 
 
-async def run_tool(inp: tools.ToolRunInput, give_up: timedelta) -> tools.ToolRunResult:
+async def run_tool(inp: tools.ToolRunInput, give_up: timedelta, local: bool = False) -> tools.ToolRunResult:
+    """``local``: a store-only call tries once as a local activity, within the workflow task that
+    took the model's answer (no activity and workflow task of its own); when that attempt fails
+    (an outage, a timeout) the call goes on as the activity, whose retries wait out the problem
+    and whose pending failure operators see. Both are idempotent: a retry finds the stored result."""
+    summary = f"{inp.tool_name} {inp.call_id}"
+    if local:
+        try:
+            return await workflow.execute_local_activity(
+                tools.run_tool, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=ONE_ATTEMPT,
+                summary=summary)
+        except FailureError as error:  # a local activity's failure is its cause itself, not an ActivityError
+            if is_cancelled_exception(error):
+                raise
     return await workflow.execute_activity(
         tools.run_tool, inp, start_to_close_timeout=LONG_TIMEOUT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        schedule_to_close_timeout=give_up, retry_policy=TOOL_RETRY, summary=f"{inp.tool_name} {inp.call_id}")
+        schedule_to_close_timeout=give_up, retry_policy=TOOL_RETRY, summary=summary)
 
 
 # --- subagent lanes ---------------------------------------------------------------------

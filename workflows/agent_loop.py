@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
+from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 from activities.items import ToolCallRef
@@ -30,8 +31,12 @@ from workflows.contract import CompactionSettings, ReplaySpec
 from workflows.lane import Lane
 from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
 from workflows.pinned_notes import pin_from_tool
-from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, PIN_NOTE_TOOL, SPAWN_TOOL
+from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, PIN_NOTE_TOOL, RECALL_TOOL, SPAWN_TOOL
 from workflows.usage import record_usage
+
+# Gates store-only tool calls running as local activities (a marker instead of an activity
+# and a workflow task of their own): runs recorded before keep their activities.
+LOCAL_STORE_TOOLS_PATCH = "local-store-only-tools"
 
 
 @dataclass(frozen=True)
@@ -216,12 +221,23 @@ class AgentLoop:
         except (ValueError, EngineError) as error:
             return f"{name} refused: {error}", 1
 
+    def _store_only(self, call: ToolCallRef, output: tuple[str, int] | None) -> bool:
+        """Whether the call only reads and writes the store: an answer the workflow already
+        has, a recall, or a replay's recorded output (a replay runs nothing in a workspace).
+        Such a call is short and touches nothing outside, so it runs as a local activity
+        (idempotent like the activity: a retry finds the stored result). Workspace tools
+        stay activities with heartbeats: they may run for minutes."""
+        replay = self.settings.replay
+        return (output is not None or call.name == RECALL_TOOL
+                or (replay is not None and not replay.tools_as_activities))
+
     async def run_tool(self, lane: Lane, task_id: str, assistant: Item, call: ToolCallRef,
                        output: tuple[str, int] | None = None) -> ToolRunResult:
         """Run ``call`` in the tool activity, or store the answer the workflow already has."""
         s = self.settings
         seq = lane.next_seq()
         events = lane.take_pending_events()
+        local = self._store_only(call, output) and workflow.patched(LOCAL_STORE_TOOLS_PATCH)
         run = calls.run_tool(
             ToolRunInput(
                 session_id=s.session_id,
@@ -244,6 +260,7 @@ class AgentLoop:
                 events=events,
             ),
             s.give_up,
+            local,
         )
         try:
             return await run

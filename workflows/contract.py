@@ -37,6 +37,10 @@ class ReplaySpec(BaseModel):
     # What subagent lanes replay: the n-th lane spawned replays subagents[n % len]; a
     # replayed session without recordings for its subagents cannot spawn any.
     subagents: list[ReplaySpec] = Field(default_factory=list)
+    # Recorded tool outputs are looked up in a local activity (nothing runs in a workspace);
+    # True: in the tool activity, as a live session's workspace tools run (what a live turn's
+    # durable machinery costs: bench/durable_compare.py --tools-as-activities).
+    tools_as_activities: bool = False
 
 
 class CompactionSettings(BaseModel):

@@ -186,6 +186,9 @@ async def main(names: list[str]) -> None:
             "answers-external": lambda: external(client, queue, "answers-external"),
             # issue 15, later: external task events and reported usage, the lane published after its prompt
             "external-tasks": lambda: external_tasks(client, queue),
+            # since issue 16, part 3: store-only tool calls (recorded outputs) as local activities
+            "local-tools-hosted": lambda: hosted(client, queue, "local-tools-hosted", LONG_TRAJECTORY,
+                                                 budget_tokens=4_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

@@ -26,7 +26,7 @@ def test_histories_are_recorded():
     names = {path.name.split("-run")[0] for path in HISTORIES}
     assert {"hosted", "continue-as-new", "overflow", "external", "subagents", "subagents-sub-0001",
             "rules2-hosted", "rules2-external", "rules2-unfit", "external-steps", "answers-hosted",
-            "answers-external"} <= names
+            "answers-external", "local-tools-hosted"} <= names
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.name for p in HISTORIES])

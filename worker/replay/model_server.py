@@ -151,6 +151,7 @@ class ReplayState:
                 "seq": self._seq,
                 "trajectory": headers.get(HEADER_TRAJECTORY.lower()),
                 "turn": headers.get(HEADER_TURN.lower()),
+                "at": time.time(),  # when it arrived (a benchmark's per-turn wall time)
                 "body": body,
             })
             return self._seq
@@ -322,8 +323,9 @@ def create_app(trajectories: Iterable[Trajectory] | ReplayState) -> FastAPI:
         return state.faults()
 
     @app.get("/admin/requests")
-    async def get_requests() -> dict[str, Any]:
-        return {"requests": state.requests()}
+    async def get_requests(bodies: bool = True) -> dict[str, Any]:
+        requests = state.requests()
+        return {"requests": requests if bodies else [{k: v for k, v in r.items() if k != "body"} for r in requests]}
 
     @app.delete("/admin/requests")
     async def clear_requests() -> dict[str, Any]:
