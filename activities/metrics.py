@@ -31,11 +31,12 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from temporalio.exceptions import ApplicationError
+
+from workflows.context.usage import CallUsage
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -125,10 +126,8 @@ def observe_events(events) -> int:
         if isinstance(kind, str) and kind.startswith(_COMPACTION_PREFIXES):
             counted += observe_compaction_event(kind, payload)
         elif kind == "model.usage" and isinstance(payload, Mapping) and payload.get("source") == "agent":
-            observe_usage(str(payload.get("kind")), str(payload.get("model")), SimpleNamespace(
-                prompt=payload.get("prompt") or 0, cached=payload.get("cached") or 0,
-                completion=payload.get("completion") or 0, cost=payload.get("cost") or 0.0,
-                estimate=payload.get("estimate") or 0, reported=bool(payload.get("reported"))))
+            observe_usage(str(payload.get("kind")), str(payload.get("model")),
+                          CallUsage.model_validate({k: v for k, v in payload.items() if k in CallUsage.model_fields}))
             counted += 1
     return counted
 

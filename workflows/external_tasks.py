@@ -62,34 +62,38 @@ class ExternalTasks:
 
     async def _begin_external_task(self) -> None:
         """A user message under engine rules 1: end the task before, repair, begin the next."""
-        lane = self._lane()
-        state = lane.state
-        if self.external_task is not None and state.current_task == self.external_task:
-            engine.end_task(state, self.external_task)
-            self.tasks[self.external_task].state = "completed"
-        await self._recover(lane)
-        self.external_task = self._new_task_id()
-        self.tasks[self.external_task] = TaskStatus(task_id=self.external_task, state="running")
-        engine.begin_task(state, self.external_task)
+        self._end_owning_task()
+        await self._recover(self._lane())
+        self._begin_external(self._new_task_id())
 
     def _switch_external_task(self, task_id: str) -> None:
         """End the running external task and begin ``task_id`` (engine state only: repairs ran
         before; the events were deferred to the activity that stored the user message)."""
-        state = self._lane().state
-        if self.external_task is not None and state.current_task == self.external_task:
-            engine.end_task(state, self.external_task)
-            self.tasks[self.external_task].state = "completed"
+        self._end_owning_task()
+        self._begin_external(task_id)
+
+    def _owning_task(self) -> str | None:
+        """The external task that owns the lane (None: there is none, or recovery ended it)."""
+        task = self.external_task
+        return task if task is not None and self._lane().state.current_task == task else None
+
+    def _end_owning_task(self) -> None:
+        if (task := self._owning_task()) is not None:
+            engine.end_task(self._lane().state, task)
+            self.tasks[task].state = "completed"
+
+    def _begin_external(self, task_id: str) -> None:
         self.external_task = task_id
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="running")
-        engine.begin_task(state, task_id)
+        engine.begin_task(self._lane().state, task_id)
 
     async def _defer_switch_events(self, lane: Lane, task_ids: list[str]) -> None:
         """``task.completed`` of the running task and ``task.started`` of each of ``task_ids``,
         in the order the switches will happen, taken by the lane's next activity."""
         if not task_ids or not self._external_events_on():
             return
-        ending = self.external_task
-        if ending is not None and lane.state.current_task == ending and ending in self.tasks:
+        ending = self._owning_task()
+        if ending is not None and ending in self.tasks:
             await lane.defer_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, self._ended(ending)))
         for n, task_id in enumerate(task_ids):
             started = TaskStatus(task_id=task_id, state="running")
@@ -107,9 +111,8 @@ class ExternalTasks:
         if task is None or task.state not in ("running", "completed"):
             return
         task.state = "completed"
-        lane = self.lane
-        if lane is not None and lane.state.current_task == task.task_id and self._external_events_on():
-            await lane.log_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, task))
+        if self.lane is not None and self._owning_task() == task.task_id and self._external_events_on():
+            await self.lane.log_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, task))
 
     def _external_progress(self, items: list[ExternalItem], added: list[Item]) -> None:
         """Turns, state and answer of the external task, from what the agent appended. The task

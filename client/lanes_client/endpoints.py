@@ -286,14 +286,15 @@ def ledger(session_id: str, *, state: LedgerState | None = None, cursor: str | N
                 params={"state": state, "cursor": cursor, "limit": limit})
 
 
-def iter_ledger(session_id: str, *, state: LedgerState | None = None,
+def iter_ledger(session_id: str, *, state: LedgerState | None = None, cursor: str | None = None,
                 page_size: int = 200) -> Pages[LedgerPage, LedgerEntry]:
-    """Every stored item of the session's main lane (and its generated items), in (lane, seq) order:
-    the pages of ``context(all=True)``'s ``ledger``, without the working-set report each time."""
+    """Every stored item of the session's main lane (and its generated items), in (lane, seq) order,
+    from ``cursor`` (a ``next_cursor``) when given: the pages of ``context(all=True)``'s ``ledger``,
+    without the working-set report each time."""
     def following(page: LedgerPage) -> Call[LedgerPage] | None:
         return None if page.next_cursor is None else ledger(session_id, state=state, cursor=page.next_cursor,
                                                            limit=page_size)
-    return Pages(ledger(session_id, state=state, limit=page_size), following, lambda page: page.items)
+    return Pages(ledger(session_id, state=state, cursor=cursor, limit=page_size), following, lambda page: page.items)
 
 
 def episodes(session_id: str) -> Call[EpisodeList]:

@@ -106,10 +106,8 @@ async def whole_ledger(lanes: AsyncLanesClient, session: str, state: LedgerState
     first = await lanes.context(session, all=True, state=state, limit=page_size)
     assert first.ledger is not None  # all=True answers it
     entries, cursor = list(first.ledger.items), first.ledger.next_cursor
-    while cursor is not None:
-        page = await lanes.ledger(session, state=state, cursor=cursor, limit=page_size)
-        entries.extend(page.items)
-        cursor = page.next_cursor
+    if cursor is not None:
+        entries += [e async for e in lanes.iter_ledger(session, state=state, cursor=cursor, page_size=page_size)]
     return first.model_copy(update={"ledger": first.ledger.model_copy(update={"items": entries, "next_cursor": None})})
 
 
