@@ -16,6 +16,9 @@ from worker import sessions
 SESSIONS = 6
 GRACE = 8.0
 MARGIN = 10.0
+# each model answer is held this long, so that sessions are still mid-run when the victim
+# has exited (without it a loaded machine could finish every session first)
+MODEL_LATENCY = 0.4
 
 
 async def _identities(handles) -> Counter:
@@ -32,6 +35,7 @@ async def test_two_workers_share_sessions_and_one_stops_midway(temporal_client, 
                                                                stop_signal):
     workers = [spawn(name, LANES_SHUTDOWN_GRACE_SECONDS=f"{GRACE:g}") for name in ("a", "b")]
     await ready(*workers)
+    replay_server.set_faults("timeout", count=-1, delay_seconds=MODEL_LATENCY)
     started = await asyncio.gather(*(
         start_replayed(temporal_client, queue_settings, short_trajectory, replay_server, prefix=f"wk{i}")
         for i in range(SESSIONS)))
@@ -60,14 +64,19 @@ async def test_two_workers_share_sessions_and_one_stops_midway(temporal_client, 
         victim.kill()
         assert victim.proc.returncode == -signal.SIGKILL
 
+    # what was left once the victim had gone: every turn still to come calls the model in
+    # an activity, which only the survivor can run now
+    at_exit = await _identities(handles)
+    turns_at_exit = sum(s.turns for s in await asyncio.gather(*(sessions.status(h) for h in handles)))
+    assert turns_at_exit < total_turns, f"every session ended before the victim exited: {at_exit}"
+
     statuses = await asyncio.gather(*done)
     for handle, status in zip(handles, statuses, strict=True):
         assert status.tasks[0].state == "completed", (handle.id, status.tasks[0].error)
         assert status.tasks[0].turns == len(short_trajectory.turns) + 1, handle.id
-    # the survivor finished what the stopped worker left: it ran activities after the stop
     after = await _identities(handles)
-    assert after[victim.identity] >= seen[victim.identity] > 0
-    assert after[survivor.identity] > seen[survivor.identity]
+    assert after[victim.identity] == at_exit[victim.identity] >= seen[victim.identity] > 0
+    assert after[survivor.identity] > at_exit[survivor.identity]
     for runs in await asyncio.gather(*(activity_runs(h) for h in handles)):
         assert all(r.outcome == "COMPLETED" for r in runs), [r for r in runs if r.outcome != "COMPLETED"]
     for handle in handles:
