@@ -292,6 +292,27 @@ def test_cache_breakpoints_end_the_stable_segment_the_unchanged_history_and_the_
     assert anthropic_request([], 0).breakpoints == []
 
 
+def test_the_checkpoint_and_other_engine_texts_are_system_blocks_never_a_user_turn():
+    chat = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "pinned: use tabs"},
+        {"role": "system", "content": "[checkpoint] earlier: read a.py"},
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "system", "content": "[episode ended] fixed a.py"},
+        {"role": "user", "content": "thanks"},
+    ]
+    request = anthropic_request(chat, stable_prefix_messages=3)
+    assert [b["text"] for b in request.system] == ["Be brief.", "[checkpoint] earlier: read a.py",
+                                                   "[episode ended] fixed a.py"]
+    assert [m["role"] for m in request.messages] == ["user", "assistant", "user"]
+    assert [b["text"] for b in request.messages[0]["content"]] == ["pinned: use tabs", "fix it"]
+    assert "[checkpoint]" not in json.dumps(request.messages)
+    # the stable segment ends on the checkpoint: its system block carries the breakpoint
+    assert request.system[1]["cache_control"] == {"type": "ephemeral"}
+    _check_anthropic(request.messages)
+
+
 def test_a_request_starting_with_an_answer_gets_a_user_turn_first():
     request = anthropic_request([{"role": "system", "content": "s"}, {"role": "assistant", "content": "hi"}], 1)
     assert request.messages[0] == {"role": "user", "content": [{"type": "text", "text": FIRST_TURN_NOTE}]}

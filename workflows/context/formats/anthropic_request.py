@@ -7,8 +7,9 @@ result is sent without its call. Anthropic wants alternating turns, so consecuti
 messages of one role are merged into one message (a turn's tool results come first in the
 user message that follows it, as the chat rendering already orders them).
 
-- The leading system messages become ``system`` text blocks; a later system message (the
-  Messages API has no system turns) is a user text block.
+- Every system message becomes a ``system`` text block, in order: the Messages API has no
+  system turns, and the texts the engine writes in the middle of a request (the checkpoint
+  that opens the history, the memory, episode markers) must not read as the user's words.
 - An assistant answer is a text block and one ``tool_use`` block per call, its ``input``
   the parsed arguments (arguments that are not a JSON object are passed as
   ``{"arguments": <the raw string>}``, so nothing is lost).
@@ -90,16 +91,14 @@ def breakpoint_messages(messages: list[dict[str, Any]], stable_prefix_messages: 
 
 def anthropic_request(messages: list[dict[str, Any]], stable_prefix_messages: int) -> AnthropicRequest:
     """The Messages request for chat ``messages`` (as rendered, pairing invariant included)."""
-    lead = 0
-    while lead < len(messages) and messages[lead]["role"] == "system":
-        lead += 1
-    system = [{"type": "text", "text": str(m.get("content") or "")} for m in messages[:lead] if m.get("content")]
+    system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
     ends: dict[int, dict[str, Any]] = {}  # chat message index -> the last block it became
     for index, message in enumerate(messages):
-        if index < lead:
+        if message["role"] == "system":
             if message.get("content"):
-                ends[index] = system[sum(1 for m in messages[:index] if m.get("content"))]
+                system.append({"type": "text", "text": str(message["content"])})
+                ends[index] = system[-1]
             continue
         blocks = _blocks(message)
         if not blocks:
