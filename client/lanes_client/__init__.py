@@ -17,6 +17,7 @@ from lanes_client.errors import (
     RateLimited,
     ServerError,
     ServiceUnavailable,
+    TaskStillRunning,
     Unprocessable,
     ValidationError,
 )
@@ -26,6 +27,6 @@ from lanes_client.retry import RetryPolicy
 __all__ = [
     "DEFAULT_URL", "AsyncLanesClient", "AuthenticationError", "BadRequest", "Conflict", "LanesAPIError",
     "LanesClient", "LanesConnectionError", "LanesError", "LanesTimeout", "NotFound", "RateLimited", "RetryPolicy",
-    "ServerError", "ServiceUnavailable", "Unprocessable", "ValidationError", "assistant_item", "note_item",
-    "tool_result_item", "user_item",
+    "ServerError", "ServiceUnavailable", "TaskStillRunning", "Unprocessable", "ValidationError", "assistant_item",
+    "note_item", "tool_result_item", "user_item",
 ]

@@ -30,7 +30,7 @@ from httpx_sse import SSEError, aconnect_sse, connect_sse
 
 from lanes_client import endpoints as api
 from lanes_client.endpoints import Call, Pages
-from lanes_client.errors import LanesAPIError, LanesError, LanesTimeout, error_from_response
+from lanes_client.errors import LanesAPIError, LanesError, TaskStillRunning, error_from_response
 from lanes_client.items import assistant_item, note_item, tool_result_item, user_item
 from lanes_client.retry import RetryPolicy
 from lanes_client.schemas import EventOut
@@ -212,11 +212,11 @@ class AsyncLanesClient(_Calls, _Config):
 
     async def wait_task(self, session_id: str, task_id: str, *, poll: float = 0.3,
                         timeout: float = 600.0) -> SessionStatus:
-        """Poll until the task completed or failed (:class:`LanesTimeout` after ``timeout`` seconds)."""
+        """Poll until the task completed or failed (:class:`TaskStillRunning` after ``timeout`` seconds)."""
         deadline = time.monotonic() + timeout
         while not _task_finished(current := await self.status(session_id), task_id):
             if time.monotonic() > deadline:
-                raise LanesTimeout(f"task {task_id} did not end within {timeout:.0f}s")
+                raise TaskStillRunning(session_id, task_id, timeout)
             await asyncio.sleep(poll)
         return current
 
@@ -285,11 +285,11 @@ class LanesClient(_Calls, _Config):
             call = pages.next(page)
 
     def wait_task(self, session_id: str, task_id: str, *, poll: float = 0.3, timeout: float = 600.0) -> SessionStatus:
-        """Poll until the task completed or failed (:class:`LanesTimeout` after ``timeout`` seconds)."""
+        """Poll until the task completed or failed (:class:`TaskStillRunning` after ``timeout`` seconds)."""
         deadline = time.monotonic() + timeout
         while not _task_finished(current := self.status(session_id), task_id):
             if time.monotonic() > deadline:
-                raise LanesTimeout(f"task {task_id} did not end within {timeout:.0f}s")
+                raise TaskStillRunning(session_id, task_id, timeout)
             time.sleep(poll)
         return current
 

@@ -74,6 +74,14 @@ class LanesTimeout(LanesError):
     """No answer within the client's timeout (or a wait the caller bounded ran out)."""
 
 
+class TaskStillRunning(LanesTimeout):
+    """``wait_task`` ran out of time: the API answered all along, the task has not ended yet."""
+
+    def __init__(self, session_id: str, task_id: str, timeout: float) -> None:
+        super().__init__(f"task {task_id} did not end within {timeout:.0f}s")
+        self.session_id, self.task_id, self.timeout = session_id, task_id, timeout
+
+
 _BY_STATUS: dict[int, type[LanesAPIError]] = {
     400: BadRequest, 401: AuthenticationError, 403: AuthenticationError, 404: NotFound, 409: Conflict,
     422: Unprocessable, 429: RateLimited, 503: ServiceUnavailable,

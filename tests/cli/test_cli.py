@@ -90,6 +90,26 @@ def test_session_new_list_show_cancel(env):
     assert terminated.returncode == 0 and "terminated" in terminated.stdout and "TERMINATED" in terminated.stdout
 
 
+async def test_send_wait_exit_codes_say_what_happened(env, client_a, trajectory, replay):
+    # a task that failed: 4, with its cause (the stack's model endpoint is a closed port)
+    failing = (await client_a.create_session(mode="hosted", tools="none", give_up_seconds=4)).session_id
+    failed = lanes(env, "send", failing, "hello?", "--wait")
+    assert failed.returncode == 4, (failed.stdout, failed.stderr)
+    assert "task-0000 failed" in failed.stdout and "Connection" in failed.stdout
+    # a wait that ran out while the task runs (its first model answer is held): 5, and no
+    # word of an unreachable API, which answered all along
+    slow = (await client_a.create_session(**replay_body(trajectory, replay, budget_tokens=4000))).session_id
+    replay.set_faults("timeout", count=1, delay_seconds=15)
+    try:
+        waited = lanes(env, "send", slow, trajectory.task, "--wait", "--timeout", "2")
+    finally:
+        replay.set_faults("none")
+    assert waited.returncode == 5, (waited.stdout, waited.stderr)
+    assert "did not end within 2s; it is still running" in waited.stderr
+    assert f"lanes session show {slow}" in waited.stderr and "lanes dev" not in waited.stderr
+    assert (await client_a.status(slow)).tasks[0].state in ("queued", "running")
+
+
 def test_send_wait_then_inspect_context_events_and_recall(env, hosted, trajectory):
     sent = lanes(env, "send", hosted, trajectory.task, "--wait")
     assert sent.returncode == 0, sent.stderr

@@ -5,7 +5,8 @@ not a terminal (piped output keeps whole lines); ``--json`` prints JSON on stdou
 informational lines go to stderr so that stdout stays machine-readable.
 
 Exit codes: 0 done, 1 the API refused or failed (message on stderr), 2 usage error,
-3 the API could not be reached, 4 a task the command waited for failed.
+3 the API could not be reached, 4 a task the command waited for failed, 5 the wait ran out
+while the task still runs.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from lanes_client import AsyncLanesClient
 
-EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TASK_FAILED = 1, 2, 3, 4
+EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TASK_FAILED, EXIT_STILL_RUNNING = 1, 2, 3, 4, 5
 DEFAULT_API_URL = "http://127.0.0.1:8000"  # lanes_client.DEFAULT_URL, without importing httpx for --help
 TOKEN_FILE = "api-token"  # worker.api.main.TOKEN_FILE
 PIPED_WIDTH = 100_000  # "no terminal": lines as long as their content
@@ -118,12 +119,15 @@ async def _await(command: Callable[[], Awaitable[int | None]]) -> int | None:
 
 def run_api(prog: str, api_: Api, command: Callable[[], Awaitable[int | None]]) -> None:
     """Run an API command; its errors become one line on stderr and an exit code."""
-    from lanes_client import LanesAPIError, LanesError
+    from lanes_client import LanesAPIError, LanesError, TaskStillRunning
 
     try:
         code: int = asyncio.run(_await(command)) or 0
     except Usage as exc:
         raise fail(prog, str(exc), EXIT_USAGE) from None
+    except TaskStillRunning as exc:  # the API answered all along: not "unreachable"
+        raise fail(prog, f"{exc}; it is still running (see 'lanes session show {exc.session_id}')",
+                   EXIT_STILL_RUNNING) from None
     except LanesAPIError as exc:
         print(f"{prog}: HTTP {exc.status} ({exc.code}): {exc.message}", file=sys.stderr)
         if exc.status == 401:
