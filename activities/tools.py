@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import item_cache, metrics
+from activities.command_effects import bash_call_may_have_effects
 from activities.events import EventSpec
 from activities.heartbeat import heartbeating
 from activities.items import StoredItem, finish_item, item_event, item_of, read_whole, store_items
@@ -32,7 +33,7 @@ from activities.workspace import ToolOutput, Workspace
 from workflows.context import ids
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind, ToolClass
+from workflows.context.items import Item, Kind
 from workflows.contract import ReplaySpec
 from workflows.tools import BASH_TOOL, RECALL_TOOL
 
@@ -84,7 +85,7 @@ def _has_effects(inp: ToolRunInput, arguments: str) -> bool:
     """A live shell command that may change the world (read-only commands are re-runnable;
     write_file writes the same content again)."""
     return (inp.output is None and inp.replay is None and inp.tool_name == BASH_TOOL
-            and classify_tool(inp.tool_name, arguments, 0) != ToolClass.READ)
+            and bash_call_may_have_effects(arguments))
 
 
 def _interrupted(inp: ToolRunInput, started: datetime) -> ToolOutput:

@@ -162,7 +162,8 @@ async def test_a_command_interrupted_by_a_worker_kill_runs_once(temporal_client,
                                                                  stack_dir):
     own = settings.model_copy(update={"task_queue": f"lanes-once-{uuid.uuid4().hex[:8]}"})
     tag = uuid.uuid4().hex[:8]
-    loop = f"for i in $(seq 1 60); do echo $i >> count.txt; sleep 0.25; done # {tag}"
+    # appends, then reads: the read at the end must not make it count as re-runnable
+    loop = "; ".join(f"echo {i} >> count.txt; sleep 0.25" for i in range(1, 61)) + f"; cat count.txt # {tag}"
     script = [{"content": None, "tool_calls": [bash("c1", loop)]}, {"content": "Counted."}]
     workers = [spawn_worker(own, stack_dir / "logs" / "once-worker-0.log")]
     try:
