@@ -346,3 +346,39 @@ def test_a_missing_bwrap_is_reported_with_the_fix(monkeypatch):
     problem = sandbox.sandbox_problem.__wrapped__()
     assert problem is not None and "bwrap" in problem and "bubblewrap" in problem
     assert "unprivileged_userns_clone" in problem and "max_user_namespaces" in problem
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch) -> Iterator[None]:
+    """A host without bubblewrap (the probe is cached per process: cleared around the test)."""
+    which = shutil.which
+    monkeypatch.setattr(sandbox.shutil, "which",
+                        lambda name, path=None: None if name == "bwrap" else which(name, path=path))
+    sandbox.sandbox_problem.cache_clear()
+    yield
+    sandbox.sandbox_problem.cache_clear()
+
+
+async def test_without_a_sandbox_live_bash_refuses_to_run_unless_unsafe_is_set(no_bwrap, workspace, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-worker-secret")
+    from temporalio.exceptions import ApplicationError
+
+    from activities.workspace import SANDBOX_UNAVAILABLE, Workspace, sandbox_status
+
+    marker = workspace / "ran"
+    with pytest.raises(ApplicationError) as refused:
+        await Workspace(workspace).run("bash", f'{{"command": "touch {marker}"}}')
+    assert refused.value.type == SANDBOX_UNAVAILABLE and refused.value.non_retryable
+    assert "cannot run confined" in str(refused.value) and "bwrap" in str(refused.value)
+    assert not marker.exists()  # nothing ran
+    assert sandbox_status(False, workspace.parent)[0] is False
+
+    # the operator's explicit opt-out: it runs, in the workspace, with a scrubbed environment
+    unsafe = Workspace(workspace, unsafe_unconfined=True)
+    out = await unsafe.run("bash", '{"command": "pwd; env | sort; touch ran"}')
+    assert out.exit_code == 0 and marker.exists()
+    assert out.text.splitlines()[0] == str(workspace.resolve())
+    names = {line.split("=", 1)[0] for line in out.text.splitlines()[1:] if "=" in line}
+    assert names <= {"HOME", "LANG", "PATH", "PWD", "OLDPWD", "SHLVL", "_"}, names
+    assert "sk-worker-secret" not in out.text
+    assert "OFF" in sandbox_status(True, workspace.parent)[1]
