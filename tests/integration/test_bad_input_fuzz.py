@@ -174,3 +174,22 @@ async def test_random_bad_updates_are_refused_typed_and_change_nothing(temporal_
     report = await sessions.context(handle)
     assert max(report.items, key=lambda i: i.seq).kind == "user"
     await handle.signal(SessionWorkflow.close)
+
+
+@pytest.mark.parametrize("kind", ["episodes", "memory", "checkpoint", "summary", "capability"])
+async def test_an_item_of_a_reserved_kind_is_refused_at_the_door(temporal_client, settings, store, kind):
+    # the measured case: kind "episodes" passed the validator, then the engine raised inside
+    # the handler after the row was stored, and every later workflow task failed
+    handle = await sessions.start_session(temporal_client, SessionConfig(
+        session_id=sessions.new_session_id("reserved"), mode="external"), settings.task_queue)
+    fuzz = Fuzzer(handle, store, random.Random(0))
+    await fuzz.append(ExternalItem(kind="user", text="start"))
+    before = await fuzz.snapshot()
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await fuzz.append(ExternalItem(kind=kind, text="x"))
+    assert _typed(refused.value) == rejections.INVALID_INPUT
+    assert kind in str(refused.value.cause)  # the message names what was wrong
+    assert await fuzz.snapshot() == before
+    await fuzz.append(ExternalItem(kind="user", text="still answering"))
+    assert max((await sessions.context(handle)).items, key=lambda i: i.seq).kind == "user"
+    await handle.signal(SessionWorkflow.close)
