@@ -195,6 +195,32 @@ async def test_an_exhaustive_task_refuses_to_end_with_unread_ranges(client_a, sc
     assert quick.task is not None and quick.task.state == "completed" and quick.task.turns == 1
 
 
+async def test_a_capped_recall_covers_only_what_it_showed(client_a, scripted):
+    # a recall asking for the whole document gets what fits the preview; coverage must not
+    # count the rest as read, so the exhaustive task is still refused with the remainder
+    model = "surfaces-capped-recall"
+    sid = (await client_a.create_session(model=model, budget_tokens=4_000, tools="recall",
+                                         compaction={"enabled": False})).session_id
+    status = await client_a.status(sid)
+    while status.next_seq == 0:  # the system prompt is stored first
+        await asyncio.sleep(0.1)
+        status = await client_a.status(sid)
+    obs = ids.observation_id(sid, ids.MAIN_LANE, status.next_seq)
+    scripted.add(model, [{"content": "", "tool_calls": [tool_call(
+        "all", "recall_observation", address=f"observation://{obs}?offset=0&limit=9000")]},
+        *({"content": f"done ({n})"} for n in range(4))], sequential=True)
+    done = await client_a.send_message(sid, _text(9_000, "the document"), wait=60, exhaustive=True)
+    assert done.task is not None and done.task.state == "failed", done.task
+    shown_text = next(m["content"] for m in _requests_of(scripted, model)[1]["messages"]
+                      if m.get("tool_call_id") == "all")
+    header = shown_text.split("\n", 1)[0]
+    assert "characters per call fit the context" in header, header
+    shown = int(header.split("characters 0 to ", 1)[1].split(" ", 1)[0])
+    assert 0 < shown < 9_000
+    refusals = await _events(client_a, sid, "task.end.refused")
+    assert refusals[0].payload["unread_chars"] == 9_000 - shown
+
+
 async def test_episode_tools_and_pin_note_offered_to_a_hosted_model(client_a, scripted):
     model = "surfaces-episodes"
     scripted.add(model, [
