@@ -15,6 +15,7 @@ from tests.integration.support import run_replayed_session
 from worker import sessions
 from workflows.contract import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
+from workflows.usage import MODEL_USAGE
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -56,6 +57,16 @@ async def test_valid_memory_replaces_the_condensed_prefix(temporal_client, setti
     rows = await store.list_items(handle.id, lane="main", limit=10_000)
     outputs = [r.content["content"]["text"] for r in rows if r.kind == "tool_result"]
     assert outputs == [r.output for t in trajectory.turns for r in t.results]
+    # the condenser's calls are accounted like the agent's: status totals and model.usage
+    # events (the condenser server reports 1 prompt and 1 completion token per call)
+    calls = len(condenser.requests)
+    assert calls >= 1
+    usage = (await sessions.status(handle)).usage
+    assert (usage.by_kind["condenser"].calls, usage.by_kind["condenser"].prompt,
+            usage.by_kind["condenser"].completion) == (calls, calls, calls)
+    logged = [e.payload for e in await store.list_events(handle.id, limit=5_000)
+              if e.kind == MODEL_USAGE and e.payload["kind"] == "condenser"]
+    assert sum(e["calls"] for e in logged) == calls and {e["model"] for e in logged} == {"condenser"}
     await handle.signal(SessionWorkflow.close)
 
 
