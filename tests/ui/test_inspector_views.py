@@ -281,26 +281,47 @@ async def test_an_external_session_shows_its_turns_task_state_and_requests(brows
         await client_a.cancel_session(sid)
 
 
-async def test_usage_is_shown_with_its_cache_share_when_the_session_reports_it(browser, api_stack, client_a):
-    sid = (await client_a.create_session(mode="external")).session_id
-    # SessionStatus.usage as a hosted session with model calls reports it
-    usage = {"prompt": 12_000, "cached": 9_000, "completion": 800, "calls": 3, "cached_share": 0.75, "cost": 0.0123,
-             "by_kind": {}, "calibration": {}, "token_ratio": 1.3}
+async def test_usage_and_condensations_are_shown_from_what_the_session_reported(browser, api_stack, client_a):
+    """An external agent reports its provider's counts with each step, and condenses its
+    finished task explicitly: the usage panel shows the session's totals, the timeline marks
+    the condensation as such."""
+    from lanes_client import assistant_item, tool_result_item, user_item
 
-    async def with_usage(route):  # the session status as a server that reports usage answers it
-        response = await route.fetch()
-        body = await response.json()
-        body["status"]["usage"] = usage
-        await route.fulfill(response=response, json=body)
-
-    page = await browser.new_page(viewport={"width": 1200, "height": 700})
+    sid = (await client_a.create_session(mode="external", model="ui-usage",
+                                         prices={"ui-usage": {"input": 2.0, "cached_input": 0.5, "output": 8.0}})
+           ).session_id
+    step = await client_a.step(sid, [user_item("read the auth module")], step_id="s-0")
+    for n in range(1, 4):
+        call = {"id": f"r{n}", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": f"auth_{n}.ts"})}}
+        prompt = round(step.request.token_estimate * 1.2)
+        step = await client_a.step(sid, [assistant_item({"content": "", "tool_calls": [call]}),
+                                         tool_result_item(f"r{n}", "read_file", f"export const a{n} = {n}", 0)],
+                                   step_id=f"s-{n}", usage={"prompt_tokens": prompt, "cached_tokens": prompt // 2,
+                                                            "completion_tokens": 30})
+    await client_a.step(sid, [assistant_item({"content": "Read all three."}), user_item("now fix it")], step_id="s-4")
+    accepted = await client_a.condense(sid, {"completed_work": ["read auth_1..3.ts"], "references": ["auth_1.ts"]})
+    assert accepted.status == "accepted", accepted
+    await client_a.next_request(sid)
+    usage = (await client_a.status(sid)).usage
+    assert usage is not None and usage.calls == 3
+    condensations = [e async for e in client_a.iter_events(sid) if e.kind == "context.compaction.explicit"]
+    assert len(condensations) == 1
+    page, errors = await _open(browser, api_stack, sid)
     try:
-        await page.route(f"**/v1/sessions/{sid}", with_usage)
-        await page.goto(f"{api_stack.base_url}/ui?token={api_stack.token_a}#session={sid}")
         await page.wait_for_selector("#usage:not([hidden])")
         text = await page.text_content("#usage")
-        assert "prompt 12,000 tokens" in text and "cached 9,000 (75.0% cache hits)" in text
-        assert "completion 800" in text and "cost 0.0123 units" in text and "calibrated ×1.30" in text
+        assert f"prompt {usage.prompt:,} tokens" in text and f"cached {usage.cached:,}" in text
+        assert f"({usage.cached_share * 100:.1f}% cache hits)" in text and f"completion {usage.completion:,}" in text
+        assert usage.cost and f"cost {usage.cost:.4f} units" in text
+        assert usage.token_ratio > 1 and f"calibrated ×{usage.token_ratio:.2f}" in text
+        await page.wait_for_selector("#timeline .mark")
+        marks = await page.eval_on_selector_all("#timeline .mark", "ms => ms.map(m => m.dataset.kind)")
+        assert marks == ["condensation"]
+        assert "1 condensations" in await page.text_content("#timeline-summary")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "usage-and-condensation.png"), full_page=True)
+        assert not errors, errors
     finally:
         await page.close()
         await client_a.cancel_session(sid)
