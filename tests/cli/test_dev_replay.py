@@ -24,7 +24,8 @@ from worker.local.stack import free_port
 def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_path):
     require_data()
     data = Path(tmp_path) / "dev"
-    env = {k: v for k, v in os.environ.items() if k not in ("LANES_API_TOKENS", "LANES_API_TOKEN", "COLUMNS")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LANES_API_TOKENS", "LANES_API_TOKEN", "COLUMNS", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
     env.update({"PYTHONPATH": os.pathsep.join((str(REPO), str(REPO / "client"))), "LANES_DATA_DIR": str(data),
                 "DATABASE_URL": database_url, "LANES_TASK_QUEUE": f"dev-replay-{uuid.uuid4().hex[:8]}"})
     api_port, temporal_port = free_port(), free_port()
@@ -39,6 +40,7 @@ def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_p
         assert ready["api_url"] == f"http://127.0.0.1:{api_port}"
         assert ready["temporal_address"] == f"127.0.0.1:{temporal_port}"
         assert ready["token_file"] == str(data / "api-token") and (data / "replay-model.json").is_file()
+        assert ready["model"].startswith("no model endpoint: OPENAI_BASE_URL and OPENAI_API_KEY are unset")
         session = ready["session_id"]
         token = (data / "api-token").read_text().strip()
         assert ready["ui_url"] == f"{ready['api_url']}/ui?token={token}#session={session}"

@@ -117,7 +117,7 @@ def _banner(out: Console, options: DevOptions, stack: Stack, data_dir: Path, api
         print(json.dumps({
             "api_url": api.url, "ui_url": api.ui_url(replay.session_id if replay else None),
             "token_file": api.token_source, "temporal_address": stack.temporal_address,
-            "data_dir": str(data_dir), "logs": str(data_dir / "logs"),
+            "data_dir": str(data_dir), "logs": str(data_dir / "logs"), "model": get_settings().model_banner(),
             "replay_model_url": replay.model_url if replay else None,
             "session_id": replay.session_id if replay else None,
         }), flush=True)
