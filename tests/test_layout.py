@@ -11,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-from temporalio import activity
+from temporalio import activity, workflow
 
 from workflows import activity_calls
 
@@ -138,3 +138,29 @@ def test_every_helper_calls_the_activity_of_its_name_and_the_worker_registers_it
                     if isinstance(node, ast.AsyncFunctionDef)
                     and any("activity.defn" in ast.unparse(d) for d in node.decorator_list)}
     assert defined <= registered, f"defined but never registered: {defined - registered}"
+
+
+def test_a_user_message_crosses_each_layer_once_as_the_readme_says():
+    """The README's path of a user message, checked against the code it names: the API's
+    route sends the workflow's submit update, the agent loop calls the model activity, and
+    that activity materialises the plan with the same function as GET /request."""
+    import inspect
+
+    from activities import model, requests
+    from worker.api import external_routes, routes
+    from workflows.agent_loop import AgentLoop
+    from workflows.session import SessionWorkflow
+
+    readme = (ROOT / "README.md").read_text()
+    path = readme[readme.index("A user message crosses each layer once"):]
+    path = path[:path.index("\n\n")]
+    for named in ("worker/api", "workflows/session.py", "workflows/agent_loop.py", "workflows/context",
+                  "activities/model.py", "activities/requests.py"):
+        assert f"`{named}`" in path, named
+    assert "SessionWorkflow.submit" in inspect.getsource(routes.send_message)
+    assert "submit" in workflow._Definition.must_from_class(SessionWorkflow).updates
+    loop = inspect.getsource(AgentLoop.call_model)
+    assert "lane.plan_within_budget(" in loop and "calls.call_model(" in loop
+    assert model.materialise is requests.materialise and external_routes.materialise is requests.materialise
+    assert "materialise(" in inspect.getsource(model)  # the activity call_model and its helpers
+    assert "materialise(" in inspect.getsource(external_routes._request_out)
