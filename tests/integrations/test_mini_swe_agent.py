@@ -129,10 +129,10 @@ async def test_mini_swe_agent_completes_a_long_task_inside_the_budget(api_stack,
                for body in chat.requests)
     assert chat.requests[-1]["messages"] == model.last_request.messages  # Lanes' request, as litellm sent it
 
-    # the provider's counts of every answer but the last went with the next step
+    # the provider's counts of every answer went with the next step, the last one's with store()
     usage = lanes.status(sid).usage
-    reported_calls = chat.usages[:-1]
-    assert usage.calls == len(reported_calls) == model.n_steps - 1
+    reported_calls = chat.usages
+    assert usage.calls == len(reported_calls) == model.n_steps
     assert usage.prompt == sum(u["prompt_tokens"] for u in reported_calls)
     assert usage.cached == sum(u["prompt_tokens_details"]["cached_tokens"] for u in reported_calls)
     assert usage.completion == sum(u["completion_tokens"] for u in reported_calls)

@@ -19,8 +19,8 @@ resending the whole list (a retried call, a new process resuming a saved traject
 nothing twice, and two equal messages at different positions stay two items. The step id is
 derived from the step's content too: a step retried after a timeout answers the first call's
 items. A session that continues as new on the server is invisible here. The provider's
-counts of each answer (its ``usage``) go with the next step, so the session's usage, cost
-and calibrated budget follow what the provider counted.
+counts of each answer (its ``usage``) go with the next step (the last answer's with
+``store``), so the session's usage, cost and calibrated budget follow what the provider counted.
 """
 
 from __future__ import annotations
@@ -195,9 +195,11 @@ class LanesModel:
         return request
 
     def store(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Store the messages not stored yet, asking for no request: the agent's last answer
-        (it never goes to a model) after ``agent.run``, so the session's history is complete."""
-        self._send(messages, with_request=False)
+        """Store the messages not stored yet: the agent's last answer (it never goes to a model)
+        after ``agent.run``, so the session's history is complete. When the provider counted
+        that answer, the store is a step carrying its counts (the request it returns is not
+        used), so the session's usage covers every call."""
+        self._send(messages, with_request=self._usage is not None)
 
     def _send(self, messages: Sequence[dict[str, Any]], *, with_request: bool) -> PreparedRequestOut | None:
         if not self._continues(messages):
