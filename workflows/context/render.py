@@ -272,7 +272,7 @@ def render_entries(
     deferred_sources: list[int] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
     segment_starts, segment_offsets = [0], [0]
-    omitted, remembered = Projection.OMITTED, memo.get
+    omitted, remembered, end = Projection.OMITTED, memo.get, len(ids)
 
     message: dict | None
     for index, item_id in enumerate(ids):
@@ -295,8 +295,9 @@ def render_entries(
             last = remembered(item_id) if use_memo else None
             if last is not None and last[0] is projection and last[1] is None:  # members are singletons
                 message = last[2]
-            else:
-                message = item_message(item, content, projection, preview_chars, None, recall)
+            else:  # item_message written out for a tool result
+                message = {"role": "tool", "tool_call_id": call_id,
+                           "content": projection_text(item, content, projection, preview_chars, recall)}
                 if use_memo:
                     memo[item_id] = (projection, None, message)
             assert message is not None  # a tool message always renders, empty or not
@@ -317,7 +318,18 @@ def render_entries(
                 segment_starts.append(index)
                 segment_offsets.append(len(messages))
             tool_calls = content.tool_calls
-            answered = _answered_calls(index, tool_calls, ids, projections, items, contents) if tool_calls else None
+            answered = None
+            if len(tool_calls) == 1 and index + 1 < end and projections[index + 1] != omitted:
+                # the usual turn, one call answered by the next entry: ``_answered_calls`` without the scan
+                follower_id = ids[index + 1]
+                follower = items[follower_id]
+                if follower.role == "tool":
+                    answer = contents[follower_id].tool_call_id or (
+                        follower.tool_call_ids[0] if follower.tool_call_ids else None)
+                    if answer == tool_calls[0].id:
+                        answered = {answer}
+            if answered is None and tool_calls:
+                answered = _answered_calls(index, tool_calls, ids, projections, items, contents)
             if not answered:
                 keep, calls = [], ()
             elif len(answered) == len(tool_calls) or all(c.id in answered for c in tool_calls):
