@@ -26,7 +26,7 @@ from .budget import cost_of
 from .checkpoint import EpisodeNote
 from .draft import Draft
 from .episodes import Episode, EpisodeKind, dependents
-from .items import TOOL_OUTPUT_KINDS, Item, Kind, Lifecycle, Projection, ToolClass
+from .items import Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, protected_groups
 from .prefix import rebilled
 
@@ -79,8 +79,8 @@ def _met(draft: Draft, everything: bool = False) -> bool:
 def cleanup_omitted(draft: Draft) -> None:
     """Tool traffic omitted at a task end is already out of every request; archiving it
     bounds the state and puts its addresses in the checkpoint."""
-    for item in draft.lane:
-        if item.projection == Projection.OMITTED and item.lifecycle != Lifecycle.PINNED and not draft.archived(item):
+    for item in draft.omitted:  # the lane's omitted items, in lane order (Draft)
+        if item.lifecycle != Lifecycle.PINNED and not draft.archived(item):
             draft.archive(item, "archived:omitted-at-task-end")
 
 
@@ -93,16 +93,15 @@ def _referenceable(draft: Draft) -> list[Item]:
 
     Passes only ever move items to a reference or out, so an item that is no candidate
     stays none for as long as the protected groups are the same: a second call looks only at
-    the candidates of the first. (``is_tool_output``, ``Draft.protected`` and ``Draft.view``
-    written out: the first call runs over the whole lane.)"""
+    the candidates of the first; the first looks only at the lane's tool outputs with an
+    address (``Draft.tool_outputs``). (``Draft.protected`` and ``Draft.view`` written out:
+    the first call runs over every tool output of the lane.)"""
     out: list[Item] = []
     preview, changes = draft.preview, draft.changes
     groups, active = draft.protected_groups, draft.active_episodes
-    tool_kinds, pinned, reference = TOOL_OUTPUT_KINDS, Lifecycle.PINNED, Projection.REFERENCE
+    pinned, reference = Lifecycle.PINNED, Projection.REFERENCE
     last = draft.referenceable
-    for item in last[1] if last is not None and last[0] is groups else draft.lane:
-        if not item.observation_id or not (item.kind in tool_kinds or item.role == "tool"):
-            continue
+    for item in last[1] if last is not None and last[0] is groups else draft.tool_outputs:
         if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
                 item.episode is not None and item.episode in active):
             continue
