@@ -9,7 +9,7 @@ from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
 from .items import Item, Lifecycle, Projection, set_state
-from .layout import keep_layout, layout_unchanged, lifecycle_dependent, rebuild_layout
+from .layout import LIFECYCLE_FREE_KINDS, keep_layout, layout_unchanged, rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
 from .request_plan import refresh_plan_cache
@@ -58,17 +58,19 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     before, order_before = plan_cache.current(state), state.order
     if before is not None:
         refresh_plan_cache(state)
-    items, archived, reprojected = state.items, Lifecycle.ARCHIVED, []
+    items, archived, reprojected, keyed_by_kind = state.items, Lifecycle.ARCHIVED, [], LIFECYCLE_FREE_KINDS
     keys_kept = True  # no laid-out item changes its layout key
     for transition in plan.transitions:
         item = items[transition.item_id]
-        if transition.lifecycle == archived:
+        lifecycle = transition.lifecycle
+        if lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
-            if keys_kept and transition.lifecycle != item.lifecycle and lifecycle_dependent(item):
+            # does the layout key depend on the lifecycle (layout.LIFECYCLE_FREE_KINDS)? Most items change it here
+            if keys_kept and lifecycle != item.lifecycle and item.kind not in keyed_by_kind and item.role != "tool":
                 keys_kept = False
-            set_state(item, transition.lifecycle, transition.projection, transition.reason)
-            reprojected.append(item.id)
+            set_state(item, lifecycle, transition.projection, transition.reason)
+            reprojected.append(item)
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
