@@ -165,7 +165,7 @@ def sweep_rebilled(draft: Draft) -> None:
             draft.rollback(point)
         elif any(change.reason == reason for change in draft.changes.values()):
             draft.passes.append("pass2:cache-sweep")
-    swept = [item for item in _referenceable(draft) if item.id in rebill.ids]
+    swept = rebill.covered(_referenceable(draft))
     if swept:
         draft.passes.append("pass1:cache-sweep")
     retained, reference = Lifecycle.RETAINED, Projection.REFERENCE
