@@ -7,6 +7,7 @@ stop as soon as the target is met. ``to_plan`` turns the draft into a ``Compacti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -159,17 +160,33 @@ class Draft:
         self._generated_tokens = None
 
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
-        change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
-        old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
-            item.lifecycle, item.projection)
-        tokens = item.tokens  # cost_of written out for measured projections (OMITTED costs 0)
-        if old_lifecycle != _ARCHIVED and old_projection != _OMITTED:
-            old = tokens.get(old_projection)
-            self.lane_tokens -= old if old is not None else cost_of(item, old_projection, self.preview)
-        if lifecycle != _ARCHIVED and projection != _OMITTED:
-            new = tokens.get(projection)
-            self.lane_tokens += new if new is not None else cost_of(item, projection, self.preview)
-        self.changes[item.id] = Change(lifecycle, projection, reason)
+        self.move_all([(item, Change(lifecycle, projection, reason))])
+
+    def move_all(self, moves: Iterable[tuple[Item, Change]], lane_limit: int | None = None) -> bool:
+        """Record each ``(item, change)`` in order, stopping before the first one when the lane
+        costs ``lane_limit`` or less (True: stopped there). One loop, since a compaction moves
+        thousands of items; a change is immutable, so one may serve many items."""
+        changes, preview, lane_tokens = self.changes, self.preview, self.lane_tokens
+        stopped = False
+        for item, change in moves:
+            if lane_limit is not None and lane_tokens <= lane_limit:
+                stopped = True
+                break
+            item_id = item.id
+            before = changes.pop(item_id, None)  # re-inserted: transitions list in the order decided
+            old_lifecycle, old_projection = (before.lifecycle, before.projection) if before else (
+                item.lifecycle, item.projection)
+            tokens = item.tokens  # cost_of written out for measured projections (OMITTED costs 0)
+            if old_lifecycle != _ARCHIVED and old_projection != _OMITTED:
+                old = tokens.get(old_projection)
+                lane_tokens -= old if old is not None else cost_of(item, old_projection, preview)
+            lifecycle, projection = change.lifecycle, change.projection
+            if lifecycle != _ARCHIVED and projection != _OMITTED:
+                new = tokens.get(projection)
+                lane_tokens += new if new is not None else cost_of(item, projection, preview)
+            changes[item_id] = change
+        self.lane_tokens = lane_tokens
+        return stopped
 
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""

@@ -24,7 +24,7 @@ from operator import attrgetter
 
 from .budget import cost_of
 from .checkpoint import EpisodeNote
-from .draft import Draft
+from .draft import Change, Draft
 from .episodes import Episode, EpisodeKind, dependents
 from .items import Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, protected_groups
@@ -34,7 +34,10 @@ from .prefix import rebilled
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
 KEPT_RECENT_USER_MESSAGES = 2
 _REFERENCEABLE = (Projection.FULL, Projection.COMPACT)
-_PASS1_REASONS = {tool_class: f"pass1:{tool_class.value}→reference" for tool_class in ToolClass}
+# what pass 1 and the sweep record (Draft.move_all: one immutable change serves every item)
+_PASS1_CHANGES = {tool_class: Change(Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class.value}→reference")
+                  for tool_class in ToolClass}
+_SWEPT = Change(Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
 
 Protect = Callable[[Item], bool]
 
@@ -102,12 +105,12 @@ def _referenceable(draft: Draft) -> list[Item]:
     pinned, reference = Lifecycle.PINNED, Projection.REFERENCE
     last = draft.referenceable
     for item in last[1] if last is not None and last[0] is groups else draft.tool_outputs:
-        if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
-                item.episode is not None and item.episode in active):
-            continue
-        change = changes.get(item.id)
+        change = changes.get(item.id)  # first: a repeated call meets mostly items referenced since
         projection = change.projection if change else item.projection
         if projection not in _REFERENCEABLE:
+            continue
+        if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
+                item.episode is not None and item.episode in active):
             continue
         tokens = item.tokens  # cost_of written out for measured projections
         reference_cost, cost = tokens.get(reference), tokens.get(projection)
@@ -123,18 +126,16 @@ def _referenceable(draft: Draft) -> list[Item]:
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    run, retained, reference = ToolClass.RUN, Lifecycle.RETAINED, Projection.REFERENCE
+    run, changes = ToolClass.RUN, _PASS1_CHANGES
     # by (class priority, seq): sorted by seq, then grouped by priority keeping that order
-    by_priority: dict[int, list[Item]] = {}
+    by_priority: dict[int, list[tuple[Item, Change]]] = {}
     for item in sorted(_referenceable(draft), key=_SEQ):
-        by_priority.setdefault(CLASS_PRIORITY[item.tool_class or run], []).append(item)
+        tool_class = item.tool_class or run
+        by_priority.setdefault(CLASS_PRIORITY[tool_class], []).append((item, changes[tool_class]))
     generated = draft.total() - draft.lane_tokens  # a move changes no generated text
-    target = draft.target
-    for priority in sorted(by_priority):
-        for item in by_priority[priority]:
-            if draft.lane_tokens + generated <= target:  # _met
-                return
-            draft.move(item, retained, reference, _PASS1_REASONS[item.tool_class or run])
+    for priority in sorted(by_priority):  # until the target is met (_met)
+        if draft.move_all(by_priority[priority], lane_limit=draft.target - generated):
+            return
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -168,9 +169,7 @@ def sweep_rebilled(draft: Draft) -> None:
     swept = rebill.covered(_referenceable(draft))
     if swept:
         draft.passes.append("pass1:cache-sweep")
-    retained, reference = Lifecycle.RETAINED, Projection.REFERENCE
-    for item in swept:
-        draft.move(item, retained, reference, "pass1:cache-sweep→reference")
+    draft.move_all([(item, _SWEPT) for item in swept])
 
 
 def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing,
