@@ -8,7 +8,7 @@ from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import Item, Lifecycle, Projection, set_state
+from .items import STATE_FIELDS, Item, Lifecycle, Projection
 from .layout import LIFECYCLE_FREE_KINDS, keep_layout, layout_unchanged, rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
@@ -69,7 +69,9 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
             # does the layout key depend on the lifecycle (layout.LIFECYCLE_FREE_KINDS)? Most items change it here
             if keys_kept and lifecycle != item.lifecycle and item.kind not in keyed_by_kind and item.role != "tool":
                 keys_kept = False
-            set_state(item, lifecycle, transition.projection, transition.reason)
+            fields = item.__dict__  # as pydantic stores a field (items.STATE_FIELDS), without its dispatch
+            fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, transition.projection, transition.reason
+            item.__pydantic_fields_set__.update(STATE_FIELDS)
             reprojected.append(item)
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
