@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from . import ids, plan_cache
-from .budget import budget, cost, working_set_tokens
+from .budget import budget, cost, cost_of, working_set_tokens
 from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import STATE_FIELDS, Item, Lifecycle, Projection
+from .items import STATE_FIELDS, Item, Kind, Lifecycle, Projection
 from .layout import LIFECYCLE_FREE_KINDS, keep_layout, layout_unchanged, rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
@@ -58,8 +58,13 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     before, order_before = plan_cache.current(state), state.order
     if before is not None:
         refresh_plan_cache(state)
-    items, archived, reprojected, keyed_by_kind = state.items, Lifecycle.ARCHIVED, [], LIFECYCLE_FREE_KINDS
+    items, archived, keyed_by_kind = state.items, Lifecycle.ARCHIVED, LIFECYCLE_FREE_KINDS
+    omitted, capability, preview = Projection.OMITTED, Kind.CAPABILITY.value, state.config.effective_preview_chars
     keys_kept = True  # no laid-out item changes its layout key
+    # (item id, projection, tokens) of each item re-projected, for the plan cache's patch (read
+    # here, while the item is at hand); the patch needs every one of them still shown
+    reprojected: list[tuple[str, Projection, int]] = []
+    shown = True
     for transition in plan.transitions:
         item = items[transition.item_id]
         lifecycle = transition.lifecycle
@@ -69,10 +74,16 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
             # does the layout key depend on the lifecycle (layout.LIFECYCLE_FREE_KINDS)? Most items change it here
             if keys_kept and lifecycle != item.lifecycle and item.kind not in keyed_by_kind and item.role != "tool":
                 keys_kept = False
+            projection = transition.projection
             fields = item.__dict__  # as pydantic stores a field (items.STATE_FIELDS), without its dispatch
-            fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, transition.projection, transition.reason
+            fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, projection, transition.reason
             item.__pydantic_fields_set__.update(STATE_FIELDS)
-            reprojected.append(item)
+            if projection == omitted or item.kind == capability:
+                shown = False  # out of the request, or capability context: the sums need a full scan
+            elif shown:
+                tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
+                reprojected.append((item.id, projection, tokens if tokens is not None else cost_of(
+                    item, projection, preview)))
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
@@ -90,8 +101,8 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         rebuild_layout(state)
     state.generation += 1
     # the next request's plan and the sums (tokens_after): patched, or one full scan
-    refresh_plan_cache(state, before if not result.archived and not result.created else None, order_before,
-                       reprojected)
+    refresh_plan_cache(state, before if shown and not result.archived and not result.created else None,
+                       order_before, reprojected)
     result.tokens_after = working_set_tokens(state)
     return result
 

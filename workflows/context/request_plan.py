@@ -92,12 +92,14 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
 
 
 def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None = None,
-                       order_before: list[str] | None = None, reprojected: Sequence[Item] = ()) -> None:
+                       order_before: list[str] | None = None,
+                       reprojected: Sequence[tuple[str, Projection, int]] = ()) -> None:
     """Bring the state's plan cache up to date now (after a compaction: the sums it holds
     answer ``working_set_tokens`` and the next ``plan_request`` without another scan).
 
     ``before`` is the cache as it was current before a compaction that only re-projected
-    the items ``reprojected`` (each shown before and after) and left the layout as it was
+    the items ``reprojected`` (item id, new projection, its cost; each item shown before and
+    after, none of them capability context) and left the layout as it was
     (``order_before``, every item of it shown; the segments may have grown, e.g. at a first
     layout): then the new cache is ``before`` with those entries replaced, not a full scan."""
     if before is not None and _patch(state, before, order_before, reprojected):
@@ -106,7 +108,7 @@ def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None 
 
 
 def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list[str] | None,
-           reprojected: Sequence[Item]) -> bool:
+           reprojected: Sequence[tuple[str, Projection, int]]) -> bool:
     """``refresh_plan_cache`` by replacing the entries of ``reprojected`` in ``before``;
     False (nothing done) when the compaction changed more than that."""
     shared = len(state.shared_prefix)
@@ -114,19 +116,14 @@ def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list
             or before.shared_tokens != state.shared_tokens
             or before.preview_chars != state.config.effective_preview_chars):
         return False
-    preview, entries = state.config.effective_preview_chars, list(before.entries)
+    entries, new_entry = list(before.entries), _new_entry
     position = dict(zip(state.order, range(shared, len(entries)), strict=True))
-    omitted, archived, capability, new_entry = Projection.OMITTED, Lifecycle.ARCHIVED, Kind.CAPABILITY.value, _new_entry
     delta = 0
-    for item in reprojected:
-        item_id, projection = item.id, item.projection
+    for item_id, projection, tokens in reprojected:
         index = position[item_id]
         old = entries[index]
-        if projection == omitted or item.lifecycle == archived or item.kind == capability or old.item_id != item_id:
-            return False  # shown no more, or capability context: the sums need a full scan
-        tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
-        if tokens is None:
-            tokens = cost_of(item, projection, preview)
+        if old.item_id != item_id:
+            return False  # not the plan it was made from
         if old.projection is not projection or old.tokens != tokens:
             entries[index] = new_entry({"item_id": item_id, "projection": projection, "tokens": tokens})
             delta += tokens - old.tokens
