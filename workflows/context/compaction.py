@@ -61,9 +61,10 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     items, archived, keyed_by_kind = state.items, Lifecycle.ARCHIVED, LIFECYCLE_FREE_KINDS
     omitted, capability, preview = Projection.OMITTED, Kind.CAPABILITY.value, state.config.effective_preview_chars
     keys_kept = True  # no laid-out item changes its layout key
-    # (item id, projection, tokens) of each item re-projected, for the plan cache's patch (read
-    # here, while the item is at hand); the patch needs every one of them still shown
-    reprojected: list[tuple[str, Projection, int]] = []
+    # (item id, projection, tokens, tokens before) of each item whose request entry changes, for
+    # the plan cache's patch (read here, while the item is at hand); the patch needs every item
+    # re-projected still shown
+    reprojected: list[tuple[str, Projection, int, int]] = []
     shown = True
     for transition in plan.transitions:
         item = items[transition.item_id]
@@ -74,16 +75,20 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
             # does the layout key depend on the lifecycle (layout.LIFECYCLE_FREE_KINDS)? Most items change it here
             if keys_kept and lifecycle != item.lifecycle and item.kind not in keyed_by_kind and item.role != "tool":
                 keys_kept = False
-            projection = transition.projection
+            projection, old_projection = transition.projection, item.projection
             fields = item.__dict__  # as pydantic stores a field (items.STATE_FIELDS), without its dispatch
             fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, projection, transition.reason
             item.__pydantic_fields_set__.update(STATE_FIELDS)
-            if projection == omitted or item.kind == capability:
-                shown = False  # out of the request, or capability context: the sums need a full scan
+            if projection == omitted or old_projection == omitted or item.kind == capability:
+                shown = False  # into or out of the request, or capability context: the sums need a full scan
             elif shown:
-                tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
-                reprojected.append((item.id, projection, tokens if tokens is not None else cost_of(
-                    item, projection, preview)))
+                tokens, old_tokens = item.tokens.get(projection), item.tokens.get(old_projection)  # cost_of written out
+                if tokens is None:
+                    tokens = cost_of(item, projection, preview)
+                if old_tokens is None:
+                    old_tokens = cost_of(item, old_projection, preview)
+                if projection is not old_projection or tokens != old_tokens:
+                    reprojected.append((item.id, projection, tokens, old_tokens))
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)

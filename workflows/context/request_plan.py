@@ -93,13 +93,14 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
 
 def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None = None,
                        order_before: list[str] | None = None,
-                       reprojected: Sequence[tuple[str, Projection, int]] = ()) -> None:
+                       reprojected: Sequence[tuple[str, Projection, int, int]] = ()) -> None:
     """Bring the state's plan cache up to date now (after a compaction: the sums it holds
     answer ``working_set_tokens`` and the next ``plan_request`` without another scan).
 
     ``before`` is the cache as it was current before a compaction that only re-projected
-    the items ``reprojected`` (item id, new projection, its cost; each item shown before and
-    after, none of them capability context) and left the layout as it was
+    the items ``reprojected`` (item id, new projection, its cost, the cost before; only those
+    whose entry changes, each shown before and after, none of them capability context) and
+    left the layout as it was
     (``order_before``, every item of it shown; the segments may have grown, e.g. at a first
     layout): then the new cache is ``before`` with those entries replaced, not a full scan."""
     if before is not None and _patch(state, before, order_before, reprojected):
@@ -108,7 +109,7 @@ def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None 
 
 
 def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list[str] | None,
-           reprojected: Sequence[tuple[str, Projection, int]]) -> bool:
+           reprojected: Sequence[tuple[str, Projection, int, int]]) -> bool:
     """``refresh_plan_cache`` by replacing the entries of ``reprojected`` in ``before``;
     False (nothing done) when the compaction changed more than that."""
     shared = len(state.shared_prefix)
@@ -118,15 +119,12 @@ def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list
         return False
     entries, new_entry = list(before.entries), _new_entry
     position = dict(zip(state.order, range(shared, len(entries)), strict=True))
+    # ``before`` was current, every item of the order shown: the entry of ``order[k]`` is at
+    # ``shared + k`` and says what the item was before (so the old entries are not read again)
     delta = 0
-    for item_id, projection, tokens in reprojected:
-        index = position[item_id]
-        old = entries[index]
-        if old.item_id != item_id:
-            return False  # not the plan it was made from
-        if old.projection is not projection or old.tokens != tokens:
-            entries[index] = new_entry({"item_id": item_id, "projection": projection, "tokens": tokens})
-            delta += tokens - old.tokens
+    for item_id, projection, tokens, old_tokens in reprojected:
+        entries[position[item_id]] = new_entry({"item_id": item_id, "projection": projection, "tokens": tokens})
+        delta += tokens - old_tokens
     plan_cache.store(state, replace(
         before, generation=state.generation, layout_epoch=state.layout_epoch, order_len=len(state.order),
         working_set=before.working_set + delta, entries=entries, laid_out=len(entries),  # every entry laid out
