@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from . import ids, plan_cache
-from .budget import budget, cost, working_set_tokens
+from .budget import budget, cost, cost_of, working_set_tokens
 from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import Item, Lifecycle, Projection, set_state
-from .layout import keep_layout, layout_unchanged, lifecycle_dependent, rebuild_layout
+from .items import STATE_FIELDS, Item, Kind, Lifecycle, Projection
+from .layout import LIFECYCLE_FREE_KINDS, keep_layout, layout_unchanged, rebuild_layout
 from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
 from .request_plan import refresh_plan_cache
@@ -58,17 +58,37 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     before, order_before = plan_cache.current(state), state.order
     if before is not None:
         refresh_plan_cache(state)
-    items, archived, reprojected = state.items, Lifecycle.ARCHIVED, []
+    items, archived, keyed_by_kind = state.items, Lifecycle.ARCHIVED, LIFECYCLE_FREE_KINDS
+    omitted, capability, preview = Projection.OMITTED, Kind.CAPABILITY.value, state.config.effective_preview_chars
     keys_kept = True  # no laid-out item changes its layout key
+    # (item id, projection, tokens, tokens before) of each item whose request entry changes, for
+    # the plan cache's patch (read here, while the item is at hand); the patch needs every item
+    # re-projected still shown
+    reprojected: list[tuple[str, Projection, int, int]] = []
+    shown = True
     for transition in plan.transitions:
         item = items[transition.item_id]
-        if transition.lifecycle == archived:
+        lifecycle = transition.lifecycle
+        if lifecycle == archived:
             _archive(state, item, transition.reason, result)
         else:
-            if keys_kept and transition.lifecycle != item.lifecycle and lifecycle_dependent(item):
+            # does the layout key depend on the lifecycle (layout.LIFECYCLE_FREE_KINDS)? Most items change it here
+            if keys_kept and lifecycle != item.lifecycle and item.kind not in keyed_by_kind and item.role != "tool":
                 keys_kept = False
-            set_state(item, transition.lifecycle, transition.projection, transition.reason)
-            reprojected.append(item.id)
+            projection, old_projection = transition.projection, item.projection
+            fields = item.__dict__  # as pydantic stores a field (items.STATE_FIELDS), without its dispatch
+            fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, projection, transition.reason
+            item.__pydantic_fields_set__.update(STATE_FIELDS)
+            if projection == omitted or old_projection == omitted or item.kind == capability:
+                shown = False  # into or out of the request, or capability context: the sums need a full scan
+            elif shown:
+                tokens, old_tokens = item.tokens.get(projection), item.tokens.get(old_projection)  # cost_of written out
+                if tokens is None:
+                    tokens = cost_of(item, projection, preview)
+                if old_tokens is None:
+                    old_tokens = cost_of(item, old_projection, preview)
+                if projection is not old_projection or tokens != old_tokens:
+                    reprojected.append((item.id, projection, tokens, old_tokens))
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
@@ -86,8 +106,8 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         rebuild_layout(state)
     state.generation += 1
     # the next request's plan and the sums (tokens_after): patched, or one full scan
-    refresh_plan_cache(state, before if not result.archived and not result.created else None, order_before,
-                       reprojected)
+    refresh_plan_cache(state, before if shown and not result.archived and not result.created else None,
+                       order_before, reprojected)
     result.tokens_after = working_set_tokens(state)
     return result
 

@@ -7,14 +7,18 @@ stop as soon as the target is met. ``to_plan`` turns the draft into a ``Compacti
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from pydantic import TypeAdapter
 
 from .budget import budget, cost, cost_of, working_set_tokens
 from .checkpoint import CheckpointData, checkpoint_text
 from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
 from .episodes import EpisodeStatus, markers_text
-from .items import Item, Kind, Lifecycle, Projection
-from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState, protected_groups
+from .items import TOOL_OUTPUT_KINDS, Item, Kind, Lifecycle, Projection
+from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
 
@@ -22,11 +26,25 @@ from .text import estimate_tokens, text_hash
 _ARCHIVED, _PINNED, _OMITTED = Lifecycle.ARCHIVED, Lifecycle.PINNED, Projection.OMITTED
 
 
+class Change(NamedTuple):
+    """A transition the draft decided (a plan's ``Transition`` without the item id, which keys
+    it): a tuple, since a compaction decides thousands and only the plan needs the models."""
+
+    lifecycle: Lifecycle
+    projection: Projection
+    reason: str
+
+
+# the plan's transitions are validated in one call from plain dicts (pydantic-core builds the
+# models without a Python frame per transition)
+_TRANSITIONS: TypeAdapter[list[Transition]] = TypeAdapter(list[Transition])
+
+
 @dataclass(frozen=True)
 class Savepoint:
     """What ``Draft.rollback`` restores: everything a pass may change."""
 
-    changes: dict[str, Transition]
+    changes: dict[str, Change]
     lane_tokens: int
     checkpoint: CheckpointData
     checkpoint_changed: bool
@@ -43,25 +61,38 @@ class Draft:
         self.budget = budget(state)
         self.target = int(self.budget * self.config.target_ratio)
         self.tokens_before = working_set_tokens(state)
-        self.changes: dict[str, Transition] = {}
-        # the lane (ledger.lane_items: seq order) and its cost in one pass
+        self.changes: dict[str, Change] = {}
+        # One pass over the working set (each pass over it costs a compaction as much as the
+        # work it does): the lane (ledger.lane_items: seq order) and its cost, the lane items
+        # omitted (passes.cleanup_omitted), its tool outputs with an address (pass 1 looks at
+        # nothing else) and the groups still shown (ledger.protected_groups).
         self.lane: list[Item] = []
-        preview, omitted, not_lane, lane_tokens = self.preview, Projection.OMITTED, NOT_LANE_KINDS, 0
-        append = self.lane.append
+        self.omitted: list[Item] = []
+        self.tool_outputs: list[Item] = []
+        preview, omitted, not_lane, tool_kinds, lane_tokens = (self.preview, Projection.OMITTED, NOT_LANE_KINDS,
+                                                               TOOL_OUTPUT_KINDS, 0)
+        append, shown = self.lane.append, set()
         for item in state.items.values():
-            if item.kind in not_lane:
+            projection, group = item.projection, item.group
+            if group is not None and projection != omitted:
+                shown.add(group)
+            kind = item.kind
+            if kind in not_lane:
                 continue
             append(item)
-            projection = item.projection
             measured = item.tokens.get(projection)  # cost_of written out for a measured projection
-            lane_tokens += (measured if measured is not None and projection != omitted
-                            else cost_of(item, projection, preview))
+            if projection == omitted:
+                self.omitted.append(item)
+            else:
+                lane_tokens += measured if measured is not None else cost_of(item, projection, preview)
+            if item.observation_id and (kind in tool_kinds or item.role == "tool"):
+                self.tool_outputs.append(item)
         self.lane_tokens = lane_tokens
         # passes._referenceable's last candidates and the protected groups they are for
         self.referenceable: tuple[set[int], list[Item]] | None = None
-        # the configured window (a pure function of the state, which a draft never changes):
-        # the cache-aware sweep restores it after an emergency narrowed it
-        self.configured_protected = protected_groups(state, self.config.protected_groups)
+        # the configured window (ledger.protected_groups: a pure function of the state, which a
+        # draft never changes): the cache-aware sweep restores it after an emergency narrowed it
+        self.configured_protected = set(sorted(shown, reverse=True)[:self.config.protected_groups])
         self.protected_groups = self.configured_protected
         self.active_episodes = set(state.active_episodes)
         self.checkpoint = state.checkpoint.copy()
@@ -129,17 +160,33 @@ class Draft:
         self._generated_tokens = None
 
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
-        change = self.changes.pop(item.id, None)  # re-inserted: transitions list in the order decided
-        old_lifecycle, old_projection = (change.lifecycle, change.projection) if change else (
-            item.lifecycle, item.projection)
-        tokens = item.tokens  # cost_of written out for measured projections (OMITTED costs 0)
-        if old_lifecycle != _ARCHIVED and old_projection != _OMITTED:
-            old = tokens.get(old_projection)
-            self.lane_tokens -= old if old is not None else cost_of(item, old_projection, self.preview)
-        if lifecycle != _ARCHIVED and projection != _OMITTED:
-            new = tokens.get(projection)
-            self.lane_tokens += new if new is not None else cost_of(item, projection, self.preview)
-        self.changes[item.id] = Transition(item_id=item.id, lifecycle=lifecycle, projection=projection, reason=reason)
+        self.move_all([(item, Change(lifecycle, projection, reason))])
+
+    def move_all(self, moves: Iterable[tuple[Item, Change]], lane_limit: int | None = None) -> bool:
+        """Record each ``(item, change)`` in order, stopping before the first one when the lane
+        costs ``lane_limit`` or less (True: stopped there). One loop, since a compaction moves
+        thousands of items; a change is immutable, so one may serve many items."""
+        changes, preview, lane_tokens = self.changes, self.preview, self.lane_tokens
+        stopped = False
+        for item, change in moves:
+            if lane_limit is not None and lane_tokens <= lane_limit:
+                stopped = True
+                break
+            item_id = item.id
+            before = changes.pop(item_id, None)  # re-inserted: transitions list in the order decided
+            old_lifecycle, old_projection = (before.lifecycle, before.projection) if before else (
+                item.lifecycle, item.projection)
+            tokens = item.tokens  # cost_of written out for measured projections (OMITTED costs 0)
+            if old_lifecycle != _ARCHIVED and old_projection != _OMITTED:
+                old = tokens.get(old_projection)
+                lane_tokens -= old if old is not None else cost_of(item, old_projection, preview)
+            lifecycle, projection = change.lifecycle, change.projection
+            if lifecycle != _ARCHIVED and projection != _OMITTED:
+                new = tokens.get(projection)
+                lane_tokens += new if new is not None else cost_of(item, projection, preview)
+            changes[item_id] = change
+        self.lane_tokens = lane_tokens
+        return stopped
 
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""
@@ -177,7 +224,8 @@ class Draft:
             texts[Kind.CHECKPOINT.value] = self.checkpoint_text()
         if self.summary_changed:
             texts[Kind.SUMMARY.value] = summary_text(self.summary)
-        transitions = list(self.changes.values())
+        transitions = [{"item_id": item_id, "lifecycle": change[0], "projection": change[1], "reason": change[2]}
+                       for item_id, change in self.changes.items()]
         for kind in sorted(texts):
             text = texts[kind]
             live = self.state.generated_id(kind)
@@ -186,11 +234,12 @@ class Draft:
                                                text_hash=text_hash(text),
                                                estimated_tokens=estimate_tokens(text)))
             elif live:  # nothing left to say (e.g. no active episode): retire the live item
-                transitions.append(Transition(item_id=live, lifecycle=Lifecycle.ARCHIVED,
-                                              projection=Projection.OMITTED, reason=f"{kind}:retired"))
+                transitions.append({"item_id": live, "lifecycle": Lifecycle.ARCHIVED,
+                                    "projection": Projection.OMITTED, "reason": f"{kind}:retired"})
         after = self.total()
         return CompactionPlan(
-            mode=self.mode, generation=self.state.generation, transitions=transitions, generated=generated,
+            mode=self.mode, generation=self.state.generation, transitions=_TRANSITIONS.validate_python(transitions),
+            generated=generated,
             archived_episodes=list(self.archived_episodes),
             checkpoint=self.checkpoint if self.checkpoint_changed else None,
             summary=self.summary if self.summary_changed else None,

@@ -102,13 +102,7 @@ def is_tool_output(item: Item) -> bool:
     return item.kind in TOOL_OUTPUT_KINDS or item.role == "tool"
 
 
-_STATE_FIELDS = ("lifecycle", "projection", "reason")
-
-
-def set_state(item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
-    """``item.lifecycle, item.projection, item.reason = lifecycle, projection, reason``, stored
-    as pydantic's ``__setattr__`` stores a plain field (the value in ``__dict__``, the field
-    marked set) without its per-field dispatch: a compaction re-projects thousands of items."""
-    fields = item.__dict__
-    fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, projection, reason
-    item.__pydantic_fields_set__.update(_STATE_FIELDS)
+# The fields a compaction changes. ``apply_plan`` stores them as pydantic's ``__setattr__``
+# stores a plain field (the value in ``__dict__``, the field marked set in
+# ``__pydantic_fields_set__``) without its per-field dispatch: it re-projects thousands of items.
+STATE_FIELDS = ("lifecycle", "projection", "reason")

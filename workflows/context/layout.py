@@ -100,11 +100,9 @@ def _note_laid_out(state: ContextState) -> None:
     _LAID_OUT[key] = (ref(state, forget), state.layout_epoch)
 
 
-def lifecycle_dependent(item: Item) -> bool:
-    """Whether ``layout_key(item)`` depends on the item's lifecycle (pinned or not)."""
-    kind = item.kind
-    return not (kind in HISTORY_KINDS or kind in _STABLE_RANK or kind in (_MEMORY, _CHECKPOINT)
-                or item.role == "tool")
+# Kinds whose layout key does not depend on the lifecycle (pinned or not); nor does that of
+# an item with the role "tool", whatever its kind
+LIFECYCLE_FREE_KINDS = HISTORY_KINDS | frozenset(_STABLE_RANK) | {_MEMORY, _CHECKPOINT}
 
 
 def layout_unchanged(state: ContextState) -> bool:

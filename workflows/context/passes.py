@@ -24,9 +24,9 @@ from operator import attrgetter
 
 from .budget import cost_of
 from .checkpoint import EpisodeNote
-from .draft import Draft
+from .draft import Change, Draft
 from .episodes import Episode, EpisodeKind, dependents
-from .items import TOOL_OUTPUT_KINDS, Item, Kind, Lifecycle, Projection, ToolClass
+from .items import Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, protected_groups
 from .prefix import rebilled
 
@@ -34,7 +34,10 @@ from .prefix import rebilled
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
 KEPT_RECENT_USER_MESSAGES = 2
 _REFERENCEABLE = (Projection.FULL, Projection.COMPACT)
-_PASS1_REASONS = {tool_class: f"pass1:{tool_class.value}→reference" for tool_class in ToolClass}
+# what pass 1 and the sweep record (Draft.move_all: one immutable change serves every item)
+_PASS1_CHANGES = {tool_class: Change(Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class.value}→reference")
+                  for tool_class in ToolClass}
+_SWEPT = Change(Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
 
 Protect = Callable[[Item], bool]
 
@@ -79,8 +82,8 @@ def _met(draft: Draft, everything: bool = False) -> bool:
 def cleanup_omitted(draft: Draft) -> None:
     """Tool traffic omitted at a task end is already out of every request; archiving it
     bounds the state and puts its addresses in the checkpoint."""
-    for item in draft.lane:
-        if item.projection == Projection.OMITTED and item.lifecycle != Lifecycle.PINNED and not draft.archived(item):
+    for item in draft.omitted:  # the lane's omitted items, in lane order (Draft)
+        if item.lifecycle != Lifecycle.PINNED and not draft.archived(item):
             draft.archive(item, "archived:omitted-at-task-end")
 
 
@@ -93,22 +96,21 @@ def _referenceable(draft: Draft) -> list[Item]:
 
     Passes only ever move items to a reference or out, so an item that is no candidate
     stays none for as long as the protected groups are the same: a second call looks only at
-    the candidates of the first. (``is_tool_output``, ``Draft.protected`` and ``Draft.view``
-    written out: the first call runs over the whole lane.)"""
+    the candidates of the first; the first looks only at the lane's tool outputs with an
+    address (``Draft.tool_outputs``). (``Draft.protected`` and ``Draft.view`` written out:
+    the first call runs over every tool output of the lane.)"""
     out: list[Item] = []
     preview, changes = draft.preview, draft.changes
     groups, active = draft.protected_groups, draft.active_episodes
-    tool_kinds, pinned, reference = TOOL_OUTPUT_KINDS, Lifecycle.PINNED, Projection.REFERENCE
+    pinned, reference = Lifecycle.PINNED, Projection.REFERENCE
     last = draft.referenceable
-    for item in last[1] if last is not None and last[0] is groups else draft.lane:
-        if not item.observation_id or not (item.kind in tool_kinds or item.role == "tool"):
+    for item in last[1] if last is not None and last[0] is groups else draft.tool_outputs:
+        change = changes.get(item.id)  # first: a repeated call meets mostly items referenced since
+        projection = change.projection if change else item.projection
+        if projection not in _REFERENCEABLE:
             continue
         if item.lifecycle == pinned or (item.group is not None and item.group in groups) or (
                 item.episode is not None and item.episode in active):
-            continue
-        change = changes.get(item.id)
-        projection = change.projection if change else item.projection
-        if projection not in _REFERENCEABLE:
             continue
         tokens = item.tokens  # cost_of written out for measured projections
         reference_cost, cost = tokens.get(reference), tokens.get(projection)
@@ -124,18 +126,16 @@ def _referenceable(draft: Draft) -> list[Item]:
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    run, retained, reference = ToolClass.RUN, Lifecycle.RETAINED, Projection.REFERENCE
+    run, changes = ToolClass.RUN, _PASS1_CHANGES
     # by (class priority, seq): sorted by seq, then grouped by priority keeping that order
-    by_priority: dict[int, list[Item]] = {}
+    by_priority: dict[int, list[tuple[Item, Change]]] = {}
     for item in sorted(_referenceable(draft), key=_SEQ):
-        by_priority.setdefault(CLASS_PRIORITY[item.tool_class or run], []).append(item)
+        tool_class = item.tool_class or run
+        by_priority.setdefault(CLASS_PRIORITY[tool_class], []).append((item, changes[tool_class]))
     generated = draft.total() - draft.lane_tokens  # a move changes no generated text
-    target = draft.target
-    for priority in sorted(by_priority):
-        for item in by_priority[priority]:
-            if draft.lane_tokens + generated <= target:  # _met
-                return
-            draft.move(item, retained, reference, _PASS1_REASONS[item.tool_class or run])
+    for priority in sorted(by_priority):  # until the target is met (_met)
+        if draft.move_all(by_priority[priority], lane_limit=draft.target - generated):
+            return
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -166,12 +166,10 @@ def sweep_rebilled(draft: Draft) -> None:
             draft.rollback(point)
         elif any(change.reason == reason for change in draft.changes.values()):
             draft.passes.append("pass2:cache-sweep")
-    swept = [item for item in _referenceable(draft) if item.id in rebill.ids]
+    swept = rebill.covered(_referenceable(draft))
     if swept:
         draft.passes.append("pass1:cache-sweep")
-    retained, reference = Lifecycle.RETAINED, Projection.REFERENCE
-    for item in swept:
-        draft.move(item, retained, reference, "pass1:cache-sweep→reference")
+    draft.move_all([(item, _SWEPT) for item in swept])
 
 
 def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing,

@@ -17,15 +17,35 @@ from .items import Item, Kind, Lifecycle, Projection
 from .layout import HISTORY_KINDS, layout_key
 
 Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
+PlannedKey = tuple[int, int, int, str]  # layout key (segment, rank, seq, id) of a planned entry
 _HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
 
 
 @dataclass(frozen=True)
 class Rebilled:
-    """The part of the first request after a draft that the prompt cache cannot serve."""
+    """The part of the first request after a draft that the prompt cache cannot serve: the
+    planned entries from the first change on, i.e. those whose layout key is at least
+    ``from_key`` (the planned entries are sorted by it; None: nothing changes)."""
 
-    ids: frozenset[str]  # entries from the first change on
+    from_key: PlannedKey | None
     from_history_start: bool  # the first change is at or before the start of history
+    planned: list[PlannedKey]
+
+    @property
+    def ids(self) -> frozenset[str]:
+        """The ids of the entries from the first change on."""
+        if self.from_key is None:
+            return frozenset()
+        return frozenset([key[3] for key in self.planned if key >= self.from_key])
+
+    def covered(self, outputs: list[Item]) -> list[Item]:
+        """Those of ``outputs``, tool outputs shown in the planned request, that it re-bills.
+        (A tool output's layout key does not depend on its lifecycle: the current one is the
+        planned one; ``layout_key`` written out for history items.)"""
+        start, history = self.from_key, HISTORY_KINDS
+        if start is None:
+            return []
+        return [item for item in outputs if ((2, 1, item.seq, item.id) if item.kind in history else layout_key(item)) >= start]
 
 
 def _visible(lifecycle: Lifecycle, projection: Projection) -> bool:
@@ -60,9 +80,6 @@ def _planned_projection(draft: Draft, item_id: str) -> Projection:
     """The projection of a planned entry: a regenerated text's is full."""
     item = draft.state.items.get(item_id)
     return draft.view(item)[1] if item is not None else Projection.FULL
-
-
-PlannedKey = tuple[int, int, int, str]  # layout key (segment, rank, seq, id) of a planned entry
 
 
 def _planned_keys(draft: Draft) -> list[PlannedKey]:
@@ -135,6 +152,5 @@ def rebilled(draft: Draft) -> Rebilled:
     after = _planned_keys(draft)
     changed = _first_change_from_current(draft, after)
     if changed == len(after):  # nothing changes: the cache serves the whole request
-        return Rebilled(ids=frozenset(), from_history_start=False)
-    return Rebilled(ids=frozenset([key[3] for key in after[changed:]]),
-                    from_history_start=changed <= _history_start(after))
+        return Rebilled(from_key=None, from_history_start=False, planned=after)
+    return Rebilled(from_key=after[changed], from_history_start=changed <= _history_start(after), planned=after)

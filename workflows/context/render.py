@@ -27,8 +27,8 @@ _ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120
 _MIN_ARGUMENT_SHARE = 200
 # plain constants: an enum member read as a class attribute costs a lookup through the enum
 # machinery, and these run for every message of a request
-_FULL, _COMPACT, _MINIMAL_REFERENCE, _OMITTED = (Projection.FULL, Projection.COMPACT, Projection.MINIMAL_REFERENCE,
-                                                 Projection.OMITTED)
+_FULL, _COMPACT, _REFERENCE, _MINIMAL_REFERENCE, _OMITTED = (
+    Projection.FULL, Projection.COMPACT, Projection.REFERENCE, Projection.MINIMAL_REFERENCE, Projection.OMITTED)
 
 
 def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
@@ -48,9 +48,13 @@ def projection_text(item: Item, content: ItemContent, projection: Projection, pr
     if projection == _MINIMAL_REFERENCE:
         return f"Full output: {address}"
     if is_tool_output(item):
-        tool = item.tool_name or content.tool_name or "tool"
-        return f"Earlier {tool} output was compacted.\nFull output: {address}"
+        return _output_reference(item, content, address)
     return _source_reference(text, address, preview_chars, recall)
+
+
+def _output_reference(item: Item, content: ItemContent, address: str) -> str:
+    """The reference projection of an addressed tool output (what pass 1 makes of it)."""
+    return f"Earlier {item.tool_name or content.tool_name or 'tool'} output was compacted.\nFull output: {address}"
 
 
 def _head_tail(text: str, preview_chars: int, obs_id: str | None, recall: RecallStyle) -> str:
@@ -179,10 +183,6 @@ def _answered_calls(index: int, calls: list[ToolCall], ids: Sequence[str], proje
     return answered
 
 
-def _call_id(item: Item, content: ItemContent) -> str | None:
-    return content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
-
-
 class Rendered(NamedTuple):
     """One chat message of a request and the entry it renders (other formats start from these)."""
 
@@ -272,10 +272,13 @@ def render_entries(
     deferred_sources: list[int] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
     segment_starts, segment_offsets = [0], [0]
-    omitted, remembered = Projection.OMITTED, memo.get
+    omitted, remembered, end = Projection.OMITTED, memo.get, len(ids)
+    skip = -1  # an entry already rendered with the turn before it
 
     message: dict | None
     for index, item_id in enumerate(ids):
+        if index == skip:
+            continue
         projection = projections[index]
         item, content = items[item_id], contents[item_id]
         if projection == omitted:
@@ -295,8 +298,9 @@ def render_entries(
             last = remembered(item_id) if use_memo else None
             if last is not None and last[0] is projection and last[1] is None:  # members are singletons
                 message = last[2]
-            else:
-                message = item_message(item, content, projection, preview_chars, None, recall)
+            else:  # item_message written out for a tool result
+                message = {"role": "tool", "tool_call_id": call_id,
+                           "content": projection_text(item, content, projection, preview_chars, recall)}
                 if use_memo:
                     memo[item_id] = (projection, None, message)
             assert message is not None  # a tool message always renders, empty or not
@@ -317,6 +321,43 @@ def render_entries(
                 segment_starts.append(index)
                 segment_offsets.append(len(messages))
             tool_calls = content.tool_calls
+            if len(tool_calls) == 1 and index + 1 < end and projections[index + 1] != omitted:
+                follower_id = ids[index + 1]
+                follower = items[follower_id]
+                if follower.role == "tool":
+                    follower_content = contents[follower_id]
+                    answer = follower_content.tool_call_id or (
+                        follower.tool_call_ids[0] if follower.tool_call_ids else None)
+                    if answer == tool_calls[0].id:
+                        # The usual exchange, a turn whose one call the next entry answers: both
+                        # rendered here as the general path renders them (the call kept, the
+                        # result sent right after it; nothing pending before or after).
+                        last = remembered(item_id) if use_memo else None
+                        if last is not None and last[0] is projection and last[1] is True:
+                            message = last[2]
+                        else:
+                            message = item_message(item, content, projection, preview_chars, tool_calls, recall)
+                            if use_memo:
+                                memo[item_id] = (projection, True, message)
+                        answer_projection = projections[index + 1]
+                        last = remembered(follower_id) if use_memo else None
+                        if last is not None and last[0] is answer_projection and last[1] is None:
+                            answer_message = last[2]
+                        else:  # item_message written out for a tool result (and the usual projection_text)
+                            obs_id = follower.observation_id
+                            answer_message = {"role": "tool", "tool_call_id": answer, "content": _output_reference(
+                                follower, follower_content, observation_address(obs_id))
+                                if answer_projection is _REFERENCE and obs_id else projection_text(
+                                follower, follower_content, answer_projection, preview_chars, recall)}
+                            if use_memo:
+                                memo[follower_id] = (answer_projection, None, answer_message)
+                        assert message is not None and answer_message is not None  # a turn with a call renders
+                        messages.append(message)
+                        messages.append(answer_message)
+                        sources.append(index)
+                        sources.append(index + 1)
+                        skip = index + 1
+                        continue
             answered = _answered_calls(index, tool_calls, ids, projections, items, contents) if tool_calls else None
             if not answered:
                 keep, calls = [], ()

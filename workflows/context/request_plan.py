@@ -42,6 +42,11 @@ class PlanEntry(BaseModel):
     tokens: int
 
 
+# A new entry from a dict, validated by pydantic-core without ``BaseModel.__init__``'s Python
+# frame (a compaction makes thousands): ``_new_entry({"item_id": ..., "projection": ..., "tokens": ...})``.
+_new_entry = PlanEntry.__pydantic_validator__.validate_python
+
+
 class RequestPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -87,12 +92,15 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
 
 
 def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None = None,
-                       order_before: list[str] | None = None, reprojected: Sequence[str] = ()) -> None:
+                       order_before: list[str] | None = None,
+                       reprojected: Sequence[tuple[str, Projection, int, int]] = ()) -> None:
     """Bring the state's plan cache up to date now (after a compaction: the sums it holds
     answer ``working_set_tokens`` and the next ``plan_request`` without another scan).
 
     ``before`` is the cache as it was current before a compaction that only re-projected
-    the items ``reprojected`` (each shown before and after) and left the layout as it was
+    the items ``reprojected`` (item id, new projection, its cost, the cost before; only those
+    whose entry changes, each shown before and after, none of them capability context) and
+    left the layout as it was
     (``order_before``, every item of it shown; the segments may have grown, e.g. at a first
     layout): then the new cache is ``before`` with those entries replaced, not a full scan."""
     if before is not None and _patch(state, before, order_before, reprojected):
@@ -101,7 +109,7 @@ def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None 
 
 
 def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list[str] | None,
-           reprojected: Sequence[str]) -> bool:
+           reprojected: Sequence[tuple[str, Projection, int, int]]) -> bool:
     """``refresh_plan_cache`` by replacing the entries of ``reprojected`` in ``before``;
     False (nothing done) when the compaction changed more than that."""
     shared = len(state.shared_prefix)
@@ -109,23 +117,14 @@ def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list
             or before.shared_tokens != state.shared_tokens
             or before.preview_chars != state.config.effective_preview_chars):
         return False
-    preview, items, entries = state.config.effective_preview_chars, state.items, list(before.entries)
+    entries, new_entry = list(before.entries), _new_entry
     position = dict(zip(state.order, range(shared, len(entries)), strict=True))
-    omitted, archived, capability = Projection.OMITTED, Lifecycle.ARCHIVED, Kind.CAPABILITY.value
+    # ``before`` was current, every item of the order shown: the entry of ``order[k]`` is at
+    # ``shared + k`` and says what the item was before (so the old entries are not read again)
     delta = 0
-    for item_id in reprojected:
-        item = items[item_id]
-        index = position[item_id]
-        old = entries[index]
-        projection = item.projection
-        if projection == omitted or item.lifecycle == archived or item.kind == capability or old.item_id != item_id:
-            return False  # shown no more, or capability context: the sums need a full scan
-        tokens = item.tokens.get(projection)  # cost_of written out for a measured projection
-        if tokens is None:
-            tokens = cost_of(item, projection, preview)
-        if old.projection is not projection or old.tokens != tokens:
-            entries[index] = PlanEntry(item_id=item_id, projection=projection, tokens=tokens)
-            delta += tokens - old.tokens
+    for item_id, projection, tokens, old_tokens in reprojected:
+        entries[position[item_id]] = new_entry({"item_id": item_id, "projection": projection, "tokens": tokens})
+        delta += tokens - old_tokens
     plan_cache.store(state, replace(
         before, generation=state.generation, layout_epoch=state.layout_epoch, order_len=len(state.order),
         working_set=before.working_set + delta, entries=entries, laid_out=len(entries),  # every entry laid out
@@ -150,7 +149,7 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
             projection = item.projection
             if projection != Projection.OMITTED and item.lifecycle != Lifecycle.ARCHIVED:
                 tokens = cost_of(item, projection, preview)
-                cache.entries.append(PlanEntry(item_id=item_id, projection=projection, tokens=tokens))
+                cache.entries.append(_new_entry({"item_id": item_id, "projection": projection, "tokens": tokens}))
                 cache.counts[0 if position < state.stable_len else 1 if position < memory_end else 2] += 1
                 cache.laid_out += position < state.laid_out_len
                 if is_capability(item):
@@ -169,8 +168,8 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
     equal to one of the previous plan (``reuse``, by item id) is that entry: fewer objects
     to allocate, and a renderer recognises it by identity."""
     preview = state.config.effective_preview_chars
-    make = PlanEntry  # validated: pydantic-core builds a model faster than model_construct does
-    entries = [make(item_id=e.item_id, projection=e.projection, tokens=e.tokens) for e in state.shared_prefix]
+    make = _new_entry  # validated: pydantic-core builds a model faster than model_construct does
+    entries = [make({"item_id": e.item_id, "projection": e.projection, "tokens": e.tokens}) for e in state.shared_prefix]
     counts = [len(entries), 0, 0]  # stable, memory, history
     laid_out = len(entries)
     conversation = order_capability = 0
@@ -188,7 +187,7 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
             tokens = cost_of(item, projection, preview)
         entry = reused(item_id)
         if entry is None or entry.projection is not projection or entry.tokens != tokens:
-            entry = make(item_id=item_id, projection=projection, tokens=tokens)
+            entry = make({"item_id": item_id, "projection": projection, "tokens": tokens})
         append(entry)
         if position >= memory_end:
             counts[2] += 1
@@ -208,8 +207,8 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
         if item.kind == capability_kind:
             capability += cost_of(item, projection, preview)
             if item.scope == "step":
-                step.append(make(item_id=item.id, projection=Projection.FULL,
-                                 tokens=cost_of(item, Projection.FULL, preview)))
+                step.append(make({"item_id": item.id, "projection": Projection.FULL,
+                                  "tokens": cost_of(item, Projection.FULL, preview)}))
         elif item.lifecycle != archived:
             measured = item.tokens.get(projection)  # cost_of written out for a measured projection
             working_set += measured if measured is not None and projection != omitted else cost_of(
