@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
 # recorded histories ran: each is on only in runs that started after it existed
 # (EngineConfig option -> workflow.patched id). Decided once per run, in this order.
 ENGINE_PATCHES = {"cache_aware_sweep": "cache-aware-sweep", "sweep_never_grows": "sweep-never-grows",
-                  "concluded_in_markers": "concluded-episode-markers"}
+                  "concluded_in_markers": "concluded-episode-markers", "sweep_keeps_markers": "sweep-keeps-markers"}
 # The budget guarantee and the spec's remaining rules (EngineConfig.rules_version 2).
 RULES_2_PATCH = "engine-rules-2"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -291,3 +292,59 @@ def test_cache_aware_sweep_keeps_the_cached_prefix_and_never_grows_the_request(s
     """Also checks (Driver) that no sweep evicts a protected item and calls stay paired."""
     budget, llm, script = session
     SweepDriver(budget, llm).run(script)
+
+
+MARKERS_CASE = [  # found by hypothesis: the sweep archived ep1 and so dropped it from the markers
+    ('exchange', 'cat src/a.py', 0, 100, 0, False),
+    ('exchange', 'cat src/a.py', 0, 190, 0, False),
+    ('exchange', 'cat src/a.py', 0, 319, 0, False),
+    ('exchange', 'cat src/a.py', 0, 521, 0, False),
+    ('explore',),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 50, 0, 0, True),
+    ('exchange', 'cat src/a.py', 152, 0, 0, True),
+    ('note', 257),
+    ('explore',),
+    ('act',),
+    ('end_episode',),
+    ('act',),
+    ('user', 638),
+    ('note', 1),
+    ('user', 1),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 178, 0, False),
+    ('exchange', 'cat src/a.py', 0, 233, 0, False),
+    ('exchange', 'cat src/a.py', 0, 347, 0, False),
+    ('exchange', 'cat src/a.py', 0, 351, 0, False),
+    ('exchange', 'cat src/a.py', 0, 571, 0, False),
+    ('exchange', 'cat src/a.py', 338, 532, 0, False),
+    ('exchange', 'cat src/a.py', 260, 0, 0, False),
+    ('exchange', "sed -i 's/a/b/' a.py", 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 544, 0, False),
+    ('exchange', 'cat src/a.py', 853, 273, 0, False),
+    ('exchange', 'cat src/a.py', 146, 141, 0, False),
+    ('end_episode',),
+    ('exchange', 'cat src/a.py', 59, 0, 0, False),
+    ('user', 1),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+    ('exchange', 'cat src/a.py', 0, 0, 0, False),
+]
+
+
+@pytest.mark.parametrize("keeps_markers", [True, False])
+def test_the_sweep_never_moves_the_first_change_into_the_episode_markers(keeps_markers):
+    """An exploration the sweep archives leaves the markers' concluded list, which sit in the
+    stable segment, before the first change: the sweep must not archive it then."""
+    driver = SweepDriver(4000, True)
+    driver.state.config = driver.state.config.model_copy(update={"sweep_keeps_markers": keeps_markers})
+    if keeps_markers:
+        driver.run(MARKERS_CASE)
+    else:  # the case still arises without the guard: the test above is not vacuous
+        with pytest.raises(AssertionError):
+            driver.run(MARKERS_CASE)

@@ -39,6 +39,10 @@ class EngineConfig(BaseModel):
     # archived yet, so a conclusion never leaves the request between the end of its task
     # (which omits the exploration's traffic) and the compaction that archives it.
     concluded_in_markers: bool = True
+    # The sweep's archiving is also undone when it would change the episode markers (an
+    # archived exploration leaves their concluded list) while the first change of the
+    # request lies after them: it would move the cache boundary into the stable segment.
+    sweep_keeps_markers: bool = True
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     protected_groups: int = Field(default=4, ge=1)
     summary_tokens: int = Field(default=400, ge=50)

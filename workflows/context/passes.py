@@ -25,10 +25,10 @@ from operator import attrgetter
 from .budget import cost_of
 from .checkpoint import EpisodeNote
 from .draft import Change, Draft
-from .episodes import Episode, EpisodeKind, dependents
+from .episodes import Episode, EpisodeKind, dependents, markers_text
 from .items import Item, Kind, Lifecycle, Projection, ToolClass
 from .ledger import ContextState, protected_groups
-from .prefix import rebilled
+from .prefix import rebilled, regenerated_key
 
 # Eviction priority: writes first (their effect is in the repository), runs and errors last.
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
@@ -152,24 +152,37 @@ def sweep_rebilled(draft: Draft) -> None:
     The passes' rules hold: the configured newest groups (even after an emergency narrowed
     them) and active episodes are protected, an exploration goes only after the actions
     depending on it, archived outputs stay recallable through the checkpoint. Nothing
-    before the first change is touched, so the cached prefix stays as long as without it,
-    and an archive sweep that would make the request larger is undone.
+    before the first change is touched, so the cached prefix stays as long as without it:
+    an archive sweep that would drop an exploration from the episode markers (stable
+    segment) ahead of the first change is undone, as is one that would make the request
+    larger.
     """
     draft.protected_groups = draft.configured_protected
     rebill = rebilled(draft)
     if rebill.from_history_start:
         reason = "pass2:cache-sweep→archived"
-        before, point = draft.total(), draft.savepoint()
+        before, point, markers = draft.total(), draft.savepoint(), _markers_planned(draft)
         archive_episodes(draft, everything=True, reason=reason)
         archive_groups(draft, everything=True, reason=reason)
         if draft.config.sweep_never_grows and draft.total() > before:  # the checkpoint outgrew what left
             draft.rollback(point)
+        elif draft.config.sweep_keeps_markers and _markers_planned(draft) != markers and rebill.from_key is not None \
+                and regenerated_key(draft, Kind.EPISODES.value) < rebill.from_key:
+            draft.rollback(point)  # an archived exploration would leave the markers, before the first change
         elif any(change.reason == reason for change in draft.changes.values()):
             draft.passes.append("pass2:cache-sweep")
     swept = rebill.covered(_referenceable(draft))
     if swept:
         draft.passes.append("pass1:cache-sweep")
     draft.move_all([(item, _SWEPT) for item in swept])
+
+
+def _markers_planned(draft: Draft) -> str | None:
+    """The markers text the plan will carry (``Draft.to_plan`` drops archived explorations
+    from their concluded list); None when archiving cannot change them."""
+    if not draft.config.concluded_in_markers:
+        return None
+    return markers_text(draft.state, set(draft.archived_episodes))
 
 
 def archive_episodes(draft: Draft, everything: bool = False, protect: Protect = _nothing,

@@ -106,10 +106,15 @@ def _planned_keys(draft: Draft) -> list[PlannedKey]:
     for kind in sorted(regenerated):
         if draft.new_texts.get(kind) == "":
             continue  # retired: nothing replaces it
-        new = Item(id=f"(new {kind})", seq=state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
-        keyed.append(layout_key(new))
+        keyed.append(regenerated_key(draft, kind))
     keyed.sort()
     return keyed
+
+
+def regenerated_key(draft: Draft, kind: str) -> PlannedKey:
+    """The layout key of the item that replaces generated text ``kind`` in the next request."""
+    new = Item(id=f"(new {kind})", seq=draft.state.last_seq, kind=kind, role="user", lifecycle=Lifecycle.PINNED)
+    return layout_key(new)
 
 
 def _history_start(keyed: list[PlannedKey]) -> int:
