@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from hypothesis import settings
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -35,6 +36,12 @@ from worker.local.stack import (
 )
 
 INTEGRATION_FIXTURES = {"postgres_server", "database_url", "store", "temporal_address", "temporal_client"}
+
+# Property tests explore new random examples on every run, except under HYPOTHESIS_PROFILE=ci
+# (.ci/run): there the examples are the same on every run, so a gate never fails on a draw
+# that an earlier run never made. What a random run finds is pinned as a plain test.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
