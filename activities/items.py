@@ -233,6 +233,14 @@ async def store_items(store: Store, session_id: str, lane: str, pairs: list[tupl
     of items an attempt of older code stored without them. Where a row already existed,
     the stored metadata wins, so every attempt reports the same items.
     """
+    return [item for item, _ in await store_items_kept(store, session_id, lane, pairs, clients, events, observation)]
+
+
+async def store_items_kept(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]],
+                           clients: list[ExternalItem] | None = None, events: list[EventRow] | None = None,
+                           observation: tuple[str, str, str] | None = None) -> list[tuple[Item, ItemContent]]:
+    """``store_items``, with the content that is stored: where a row already existed, its
+    content too (an earlier write's, not the one given)."""
     rows = [item_row(item, content, lane, clients[n] if clients else None) for n, (item, content) in enumerate(pairs)]
     inserted = await store.put_items_with_events(
         session_id, rows, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)], observation)
@@ -243,7 +251,7 @@ async def store_items(store: Store, session_id: str, lane: str, pairs: list[tupl
         kept = [item_of(stored[item.id]) for item, _ in pairs]
     for item, content in kept:
         item_cache.put(store.where, session_id, item, content)
-    return [item for item, _ in kept]
+    return kept
 
 
 async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:

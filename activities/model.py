@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.events import EventSpec
 from activities.heartbeat import heartbeating
-from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_item, stored_item
+from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_items_kept, stored_item
 from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.replay import follow_ups
 from activities.requests import PlanDelta, materialise, plan_entries, store_plan
@@ -144,7 +144,9 @@ def _result(item: Item, content: ItemContent, finish_reason: str | None, request
 
 @activity.defn
 async def call_model(inp: ModelCallInput) -> ModelCallResult:
-    async with heartbeating():  # from the start: PostgreSQL may be waited for before the model is
+    # The first beat after one interval: most calls are over before it (a beat is a server
+    # round trip and a history write); the heartbeat timeout runs from the start regardless.
+    async with heartbeating(at_start=False):
         result = await _call_model(inp)
     if inp.replay is not None:
         result.follow_ups = follow_ups(inp.replay.trajectory_path, inp.replay_turn)
@@ -159,14 +161,21 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     # usually builds on the one this worker stored last (no round trip).
     events = [EventRow(**inp.request_event.model_dump())] if inp.request_event is not None else []
     entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
-    _, done, _, request = await asyncio.gather(
-        store.append_events(inp.session_id, events),
-        stored_item(store, inp.session_id, inp.lane, inp.response_item_id),
-        store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries),
-        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model))
-    if done is not None:  # an earlier attempt stored the answer, then its result was lost
-        item, content = done
-        return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
+    writes = asyncio.gather(store.append_events(inp.session_id, events),
+                            store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries))
+    materialising = materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools,
+                                model=inp.model)
+    if activity.info().attempt > 1:
+        # Only a retry can find the answer stored: an earlier attempt stored it, then its result
+        # was lost. (A first attempt that finds the row stored anyway, e.g. after a reset of the
+        # workflow, keeps the stored answer below: the first write wins.)
+        done, request, _ = await asyncio.gather(
+            stored_item(store, inp.session_id, inp.lane, inp.response_item_id), materialising, writes)
+        if done is not None:
+            item, content = done
+            return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
+    else:
+        request, _ = await asyncio.gather(materialising, writes)
 
     if inp.replay is not None:
         client = client_for(inp.replay.model_base_url, "replay", runtime.settings.model_timeout_seconds)
@@ -200,7 +209,7 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
     )
     item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
                                       inp.bound_above_tokens, inp.observation_id, content_addressed=True)
-    item = await store_item(store, inp.session_id, inp.lane, item, content)
+    [(item, content)] = await store_items_kept(store, inp.session_id, inp.lane, [(item, content)])
     reported = getattr(response, "usage", None)
     details = getattr(reported, "prompt_tokens_details", None)
     result = _result(

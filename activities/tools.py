@@ -125,7 +125,7 @@ async def _execute(inp: ToolRunInput, runtime: Runtime, arguments: str) -> tuple
 async def run_tool(inp: ToolRunInput) -> ToolRunResult:
     if activity.info().is_local:  # a store-only call (no heartbeats: the workflow task is its liveness)
         return await _run_tool(inp)
-    async with heartbeating():  # PostgreSQL may be waited for as long as the tool runs
+    async with heartbeating(at_start=False):  # as long as the tool runs (and PostgreSQL is waited for)
         return await _run_tool(inp)
 
 
