@@ -189,6 +189,9 @@ async def main(names: list[str]) -> None:
             # since issue 16, part 3: store-only tool calls (recorded outputs) as local activities
             "local-tools-hosted": lambda: hosted(client, queue, "local-tools-hosted", LONG_TRAJECTORY,
                                                  budget_tokens=4_000),
+            # issue 13, later: the sweep keeps the episode markers (patch sweep-keeps-markers)
+            "sweep-markers-hosted": lambda: hosted(client, queue, "sweep-markers-hosted", LONG_TRAJECTORY,
+                                                   budget_tokens=4_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:
