@@ -3,8 +3,10 @@ the engine can set on an item, and nothing else.
 
 The engine's codes are found in its source, not listed by hand: every string or f-string
 that reaches an item's ``reason`` (an assignment to ``.reason`` or ``reason``, a ``reason=``
-keyword, a default of a ``reason`` parameter, the argument in the ``reason`` position of a
-call to an engine function, or the values of a table of codes named ``*_REASONS``).
+keyword, a ``"reason"`` key of a dict literal, a default of a ``reason`` parameter, the
+argument in the ``reason`` position of a call to an engine function or of a class whose
+fields include ``reason`` (``Change(lifecycle, projection, reason)``), or the values of a
+table of codes named ``*_REASONS``).
 Sentences with spaces are rejections' and results' reasons, not item codes; an f-string's
 ``{...}`` is a value the engine fills in.
 """
@@ -42,6 +44,10 @@ def _reason_positions(trees: list[ast.Module]) -> dict[str, int]:
                 names = [a.arg for a in node.args.args]
                 if "reason" in names:
                     positions[node.name] = names.index("reason") - (1 if names[:1] == ["self"] else 0)
+            elif isinstance(node, ast.ClassDef):  # a NamedTuple or dataclass: its fields in order
+                fields = [b.target.id for b in node.body if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)]
+                if "reason" in fields:
+                    positions[node.name] = fields.index("reason")
     return positions
 
 
@@ -58,6 +64,9 @@ def _reason_values(tree: ast.Module, positions: dict[str, int]) -> Iterator[ast.
                         yield value
                     elif isinstance(name, ast.Name) and name.id.endswith("_REASONS") and isinstance(value, ast.DictComp):
                         yield value.value  # a table of precomputed codes
+        elif isinstance(node, ast.Dict):
+            yield from (value for key, value in zip(node.keys, node.values, strict=True)
+                        if isinstance(key, ast.Constant) and key.value == "reason")
         elif isinstance(node, ast.Call):
             yield from (kw.value for kw in node.keywords if kw.arg == "reason")
             func = node.func
