@@ -94,7 +94,9 @@ async def start_session(client: Client, config: SessionConfig, task_queue: str) 
 
 
 async def submit(handle: WorkflowHandle, text: str) -> str:
-    result: SubmitResult = await handle.execute_update(SessionWorkflow.submit, SubmitRequest(text=text))
+    """Submit a task; a submit that lands while the session continues as new is retried."""
+    result: SubmitResult = await through_handover(
+        lambda: handle.execute_update(SessionWorkflow.submit, SubmitRequest(text=text)))
     return result.task_id
 
 
