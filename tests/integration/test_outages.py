@@ -85,6 +85,8 @@ async def test_a_session_outlives_a_postgresql_outage(temporal_client, settings,
     worker = spawn_worker(own, stack_dir / "logs" / f"outage-{fault}.log")
     try:
         with ReplayModelServer([trajectory]) as server:
+            # each answer takes 0.3 s, so the session cannot run past the stop between two polls
+            server.set_faults("timeout", count=-1, delay_seconds=0.3)
             session_id = sessions.new_session_id("outage")
             handle = await sessions.start_session(
                 temporal_client, replay_config_for(session_id, trajectory, SHORT_TRAJECTORY, server), own.task_queue)

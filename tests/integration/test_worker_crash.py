@@ -46,10 +46,15 @@ async def test_session_survives_sigkill_of_its_worker(temporal_client, settings,
             kill_process(workers[-1], signal.SIGKILL)
             workers.append(spawn_worker(own, stack_dir / "logs" / "crash-worker-1.log"))
 
+    # each answer takes 0.2 s, so the session cannot run past the kill between two status polls
+    replay_server.set_faults("timeout", count=-1, delay_seconds=0.2)
     try:
-        crashed, status = await run_replayed_session(
-            temporal_client, own, trajectory, replay_server, on_status=kill_midway, budget_tokens=12_000
-        )
+        try:
+            crashed, status = await run_replayed_session(
+                temporal_client, own, trajectory, replay_server, on_status=kill_midway, budget_tokens=12_000
+            )
+        finally:
+            replay_server.set_faults("none")
         assert killed_at and workers[0].poll() == -signal.SIGKILL
         assert status.tasks[0].state == "completed", status.tasks[0].error
         crashed_report = await sessions.context(crashed)

@@ -28,12 +28,16 @@ GRACE = 8.0  # LANES_SHUTDOWN_GRACE_SECONDS of the workers here
 # done (pollers, completions), closing the store, a loaded machine
 MARGIN = 10.0
 HOLD_AT_TURN = 3  # the model request after this turn is held
+# every answer before the held one takes this long, so the session cannot run past the hold
+# between two status polls on a loaded machine
+MODEL_LATENCY = 0.5
 
 
 async def _sigterm_during_model_call(temporal_client, queue_settings, short_trajectory, replay_server, spawn,
                                      delay: float):
     workers = [spawn(name, LANES_SHUTDOWN_GRACE_SECONDS=f"{GRACE:g}") for name in ("a", "b")]
     await ready(*workers)
+    replay_server.set_faults("timeout", count=-1, delay_seconds=MODEL_LATENCY)
     handle, task_id = await start_replayed(temporal_client, queue_settings, short_trajectory, replay_server)
     done = asyncio.create_task(wait_done(handle, task_id))
 
