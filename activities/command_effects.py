@@ -14,7 +14,13 @@ from __future__ import annotations
 import json
 import re
 
-from workflows.context.classify import _is_in_place_flag, _simple_commands, _strip_redirections, _unwrap
+from workflows.context.classify import (
+    _is_in_place_flag,
+    _simple_commands,
+    _strip_redirections,
+    _unwrap,
+    git_subcommand,
+)
 
 # Programs that only read (their options checked below where one could write or run).
 _PURE_READERS = frozenset({
@@ -77,12 +83,5 @@ def _reads_only(words: list[str]) -> bool:
     if program in ("awk", "gawk"):
         return not any(token in a for a in args for token in ("system", ">", "|", "inplace"))
     if program == "git":
-        return _git_subcommand(args) in _GIT_PURE_READS
+        return git_subcommand(args) in _GIT_PURE_READS
     return False
-
-
-def _git_subcommand(args: list[str]) -> str:
-    index = 0
-    while index < len(args) and args[index].startswith("-"):  # git -C dir / -c k=v / --no-pager
-        index += 2 if args[index] in ("-C", "-c") else 1
-    return args[index] if index < len(args) else "status"

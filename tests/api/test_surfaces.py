@@ -141,15 +141,21 @@ async def test_capabilities_admission_refusal_scopes_and_a_skipped_skill(client_
     assert not {task_skill.item_id, step_tool.item_id} & {i.id for i in after.items}
 
 
+async def _recall_session(client: AsyncLanesClient, model: str) -> tuple[str, str]:
+    """A hosted session with the recall tool and no LLM compaction, and the observation address
+    its first message will have (the system prompt is stored first)."""
+    sid = (await client.create_session(model=model, budget_tokens=4_000, tools="recall",
+                                       compaction={"enabled": False})).session_id
+    status = await client.status(sid)
+    while status.next_seq == 0:
+        await asyncio.sleep(0.1)
+        status = await client.status(sid)
+    return sid, ids.observation_id(sid, ids.MAIN_LANE, status.next_seq)
+
+
 async def test_an_exhaustive_task_refuses_to_end_with_unread_ranges(client_a, scripted):
     model = "surfaces-exhaustive"
-    sid = (await client_a.create_session(model=model, budget_tokens=4_000, tools="recall",
-                                         compaction={"enabled": False})).session_id
-    status = await client_a.status(sid)
-    while status.next_seq == 0:  # the system prompt is stored first
-        await asyncio.sleep(0.1)
-        status = await client_a.status(sid)
-    obs = ids.observation_id(sid, ids.MAIN_LANE, status.next_seq)  # the message's address
+    sid, obs = await _recall_session(client_a, model)
     text = _text(9_000, "the document")
     chunk = 1_500
 
@@ -199,13 +205,7 @@ async def test_a_capped_recall_covers_only_what_it_showed(client_a, scripted):
     # a recall asking for the whole document gets what fits the preview; coverage must not
     # count the rest as read, so the exhaustive task is still refused with the remainder
     model = "surfaces-capped-recall"
-    sid = (await client_a.create_session(model=model, budget_tokens=4_000, tools="recall",
-                                         compaction={"enabled": False})).session_id
-    status = await client_a.status(sid)
-    while status.next_seq == 0:  # the system prompt is stored first
-        await asyncio.sleep(0.1)
-        status = await client_a.status(sid)
-    obs = ids.observation_id(sid, ids.MAIN_LANE, status.next_seq)
+    sid, obs = await _recall_session(client_a, model)
     scripted.add(model, [{"content": "", "tool_calls": [tool_call(
         "all", "recall_observation", address=f"observation://{obs}?offset=0&limit=9000")]},
         *({"content": f"done ({n})"} for n in range(4))], sequential=True)

@@ -263,11 +263,16 @@ def _unwrap(words: list[str]) -> list[str]:
     return words[index:]
 
 
-def _classify_git(args: list[str]) -> ToolClass:
+def git_subcommand(args: list[str]) -> str:
+    """The subcommand of ``git ARGS`` (``status`` when none), past -C dir, -c k=v, --no-pager."""
     index = 0
-    while index < len(args) and args[index].startswith("-"):  # git -C dir / --no-pager
+    while index < len(args) and args[index].startswith("-"):
         index += 2 if args[index] in ("-C", "-c") else 1
-    sub = args[index] if index < len(args) else "status"
+    return args[index] if index < len(args) else "status"
+
+
+def _classify_git(args: list[str]) -> ToolClass:
+    sub = git_subcommand(args)
     if sub in _GIT_WRITES:
         return ToolClass.WRITE
     if sub in _GIT_READS:
