@@ -16,6 +16,7 @@ from temporalio import activity
 
 from activities import item_cache, metrics, token_memo
 from activities.events import EventSpec
+from activities.item_names import names_of
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ObservationNotFound
@@ -148,6 +149,7 @@ def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str
         update={
             "size_chars": len(content.text),
             "digest": digest_of(content),
+            "names": names_of(content),
             "tokens": measure(item, content, preview_chars, model, recall),
         }
     )

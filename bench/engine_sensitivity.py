@@ -1,9 +1,9 @@
 """How the lanes figures move with the engine's fallback knobs (information, not tuning).
 
-The replay benchmark uses the engine's defaults. This driver replays the whole trajectory
-folder with ``lanes`` under a few alternative ``EngineConfig`` values (the cache-aware
-sweep off, compaction target, protected exchange groups, checkpoint size, planning as if
-the budget were smaller) next to ``full`` and ``masking-10``, at each budget, so the
+The replay benchmark uses the engine as a new session runs it (its defaults and the cost
+profile). This driver replays the whole trajectory folder with ``lanes`` under alternative
+``EngineConfig`` values (the engine before the cost profile, and each knob of the profile
+back or further) next to ``full`` and ``masking-10``, at each budget, so the
 engine's owner can see what a default buys or costs across every file, in cost and in
 fidelity (the miss rate of ``bench/fidelity.py``, every variant replayed in lockstep per
 file). Nothing here changes the policy.
@@ -26,29 +26,29 @@ from _results import machine, sources_digest, update_block, write_json
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
+from worker.replay.policies import BEFORE_COST_PROFILE
 from worker.replay.simulator import default_jobs, engine_config, replay_paths
+from workflows.context.config import FALLBACK_PROFILE, NAMES_PROFILE
 
 # (label, options); options may depend on the budget (a callable of it)
 Variant = tuple[str, dict | Callable[[int], dict]]
 VARIANTS: list[Variant] = [
     ("engine defaults", {}),
-    ("cache_aware_sweep=False", {"cache_aware_sweep": False}),  # the fallback before the sweep
-    ("cache_aware_sweep=False, target_ratio=0.4", {"cache_aware_sweep": False, "target_ratio": 0.4}),
-    # the sweep's depth as a plain target instead (issue 16 part 2: the best trade measured)
-    ("cache_aware_sweep=False, target_ratio=0.35", {"cache_aware_sweep": False, "target_ratio": 0.35}),
-    ("cache_aware_sweep=False, target_ratio=0.32", {"cache_aware_sweep": False, "target_ratio": 0.32}),
-    ("target_ratio=0.5", {"target_ratio": 0.5}),
-    ("target_ratio=0.4", {"target_ratio": 0.4}),
-    ("target_ratio=0.3", {"target_ratio": 0.3}),
-    ("protected_groups=2", {"protected_groups": 2}),
+    # as sessions ran before the cost profile (issue 16), and its two halves
+    ("before the cost profile", BEFORE_COST_PROFILE),
+    ("names only (fallback as before)", {k: BEFORE_COST_PROFILE[k] for k in FALLBACK_PROFILE}),
+    ("fallback profile only (no names)", {k: BEFORE_COST_PROFILE[k] for k in NAMES_PROFILE}),
+    # one knob of the profile back at its previous value
+    ("compact_at_ratio=1", {"compact_at_ratio": 1.0}),
+    ("compact_at_ratio=0.8", {"compact_at_ratio": 0.8}),
+    ("compact_at_ratio=0.7", {"compact_at_ratio": 0.7}),
+    ("target_ratio=0.6", {"target_ratio": 0.6}),
+    ("protected_groups=4", {"protected_groups": 4}),
     ("protected_groups=1", {"protected_groups": 1}),
-    ("protected_groups=8", {"protected_groups": 8}),
-    # the checkpoint's cap is min(checkpoint_tokens, budget / 10): 2,400 lifts it at 16,000 and above
-    ("checkpoint_tokens=2400", {"checkpoint_tokens": 2400}),
-    ("checkpoint_tokens=2400, target_ratio=0.55", {"checkpoint_tokens": 2400, "target_ratio": 0.55}),
-    # compacting as if the budget were smaller: what a cheaper lanes costs in fidelity
-    ("planned at 0.75 × the budget", lambda budget: {"budget_override": budget * 3 // 4}),
-    ("planned at 0.625 × the budget", lambda budget: {"budget_override": budget * 5 // 8}),
+    ("checkpoint_names=96", {"checkpoint_names": 96}),
+    ("preview_share=0.5", {"preview_share": 0.5}),
+    ("checkpoint_tokens=1200", {"checkpoint_tokens": 1200}),
+    ("cache_aware_sweep=False", {"cache_aware_sweep": False}),
 ]
 
 
@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     runs = [sensitivity(budget, args.data, args.jobs) for budget in args.budget]
     defaults = engine_config(args.budget[0])
-    engine_defaults = {"target_ratio": defaults.target_ratio, "protected_groups": defaults.protected_groups,
-                       "cache_aware_sweep": defaults.cache_aware_sweep}
+    engine_defaults = {name: getattr(defaults, name) for name in (*BEFORE_COST_PROFILE, "cache_aware_sweep")}
     data = {
         "engine_defaults": engine_defaults, "runs": runs,
         "run": {"elapsed_seconds": round(time.perf_counter() - started, 1), "jobs": args.jobs, "machine": machine(),

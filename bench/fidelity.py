@@ -3,8 +3,8 @@
 For every recorded model call of every trajectory file, the names in the recorded next
 action that occurred earlier in the session are looked up in the request each policy
 sends (definition: :mod:`worker.replay.fidelity` and ``bench/results/README.md``). The
-policies and budgets are the replay cost bench's: full, masking-10, lanes and lanes under
-the previous rules (``rules_version=1``) at 8,000, 16,000, 32,000 and 64,000. full and
+policies and budgets are the replay cost bench's: full, masking-10, lanes and lanes as
+sessions ran it before the cost profile at 8,000, 16,000, 32,000 and 64,000. full and
 masking-10 do not depend on the budget (they never compact), so they are replayed once
 and reported at every budget. Writes ``bench/results/fidelity-<budget>.json`` and the
 ``fidelity`` block of ``bench/results/README.md``.
@@ -26,18 +26,19 @@ from run_replay_bench import folder_of
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
+from worker.replay.policies import BEFORE_COST_PROFILE
 
 BUDGETS = [8_000, 16_000, 32_000, 64_000]
 FIXED = ["full", "masking-10"]  # budget-independent
 LANES = "lanes"
-PREVIOUS = "lanes (rules 1)"
+PREVIOUS = "lanes (before profile)"  # as sessions ran before the cost profile (issue 16)
 POLICIES = [*FIXED, LANES, PREVIOUS]
 
 
 def replay_file(path: str, budgets: list[int], stride: int) -> tuple[str, dict[tuple[str, int], Fidelity]]:
     runs = [Run(name, name, budgets[0]) for name in FIXED]
     for budget in budgets:
-        runs += [Run(f"{LANES}@{budget}", LANES, budget), Run(f"{PREVIOUS}@{budget}", LANES, budget, {"rules_version": 1})]
+        runs += [Run(f"{LANES}@{budget}", LANES, budget), Run(f"{PREVIOUS}@{budget}", LANES, budget, BEFORE_COST_PROFILE)]
     results = session_fidelity(load_trajectory(path), runs, stride=stride)
     out: dict[tuple[str, int], Fidelity] = {}
     for budget in budgets:

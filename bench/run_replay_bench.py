@@ -4,8 +4,8 @@ Runs the offline replay (``lanes replay``, :mod:`worker.replay.simulator`) over 
 trajectory folder at budgets 8,000, 16,000, 32,000 and 64,000, writes
 ``bench/results/replay-<budget>.json`` (the ``lanes replay --json`` object plus a
 per-folder breakdown, the cost ratios and how the run went) and the ``replay`` block of
-``bench/results/README.md``. The lanes policy also runs under the engine's previous rules
-(``--engine-option rules_version=1``: before the budget guarantee), so that the ratios of
+``bench/results/README.md``. The lanes policy also runs as sessions ran it before the cost
+profile (issue 16: ``worker.replay.policies.BEFORE_COST_PROFILE``), so that the ratios of
 the current engine stand beside the previous ones, measured on the same machine.
 
     .venv/bin/python bench/run_replay_bench.py [--jobs N] [--data DIR] [--budget B ...]
@@ -23,11 +23,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from recordings import DEFAULT_TRAJECTORY_ROOT
+from worker.replay.policies import BEFORE_COST_PROFILE
 from worker.replay.simulator import FileResult, ReplayReport, default_jobs, replay_paths
 
 POLICIES = ["full", "masking-10", "lanes"]
 BUDGETS = [8_000, 16_000, 32_000, 64_000]
-PREVIOUS_RULES = {"rules_version": 1}
+PREVIOUS = "lanes (before profile)"
 # Targets: lanes cost_units <= 0.55x full and <= 0.30x masking-10 at 16,000 (issue 16 part 2;
 # before: 0.7x and 0.35x); plan p99 < 5 ms; for lanes at every budget no lost item and no
 # request over the budget.
@@ -75,9 +76,9 @@ def run(budget: int, root: str, jobs: int, console: Console) -> dict:
                               on_file=lambda _: progress.advance(task))
     data = report.as_dict()
     data["ratios"] = ratios(data["policies"])
-    previous = replay_paths([root], ["lanes"], budget, jobs=jobs, engine_options=PREVIOUS_RULES)
+    previous = replay_paths([root], ["lanes"], budget, jobs=jobs, engine_options=BEFORE_COST_PROFILE)
     lanes_before = previous.as_dict()["policies"]["lanes"]
-    data["previous_rules"] = {"engine_options": PREVIOUS_RULES, "lanes": lanes_before,
+    data["previous_rules"] = {"engine_options": BEFORE_COST_PROFILE, "lanes": lanes_before,
                               "ratios": ratios({**data["policies"], "lanes": lanes_before})}
     data["by_folder"] = by_folder(report, root)
     data["run"] = {
@@ -129,7 +130,9 @@ def readme_block(results: dict[int, dict]) -> str:
         "definitions, which open every request and never change, then the leading messages both share). "
         "Figures do not depend on the session id: every session is planned and counted under one constant id.",
         "",
-        "`lanes (rules 1)` is the engine before the budget guarantee (issue 13), replayed alongside.",
+        f"`{PREVIOUS}` is lanes as sessions ran it before the cost profile (issue 16: no names in the "
+        "checkpoint, compaction only over the budget down to 60 % of it, 4 protected groups, previews of half "
+        "the budget in characters), replayed alongside.",
         "",
         "| budget | policy | input tokens | cached | cost units | ×full | peak | over budget | unfit | compactions "
         "| plan p50 ms | plan p99 ms | compaction steps p50 / p99 ms | lost items |",
@@ -137,7 +140,7 @@ def readme_block(results: dict[int, dict]) -> str:
     ]
     for budget, data in sorted(results.items()):
         full = data["policies"]["full"]["cost_units"]
-        rows = [*data["policies"].items(), ("lanes (rules 1)", data["previous_rules"]["lanes"])]
+        rows = [*data["policies"].items(), (PREVIOUS, data["previous_rules"]["lanes"])]
         for name, p in rows:
             lines.append(
                 f"| {budget:,} | {name} | {p['input_tokens']:,} | {p['cached_input_tokens']:,} | "
@@ -147,8 +150,8 @@ def readme_block(results: dict[int, dict]) -> str:
                 + (f"{p['compaction_plan_ms_p50']:.2f} / {p['compaction_plan_ms_p99']:.2f}" if p["compactions"] else "–")
                 + f" | {p['lost_items']} |")
     lines += ["", "Ratios of lanes cost_units, per folder:", "",
-              "| budget | folder | files | steps | lanes/full | lanes/masking-10 | rules 1: lanes/full | "
-              "rules 1: lanes/masking-10 |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
+              "| budget | folder | files | steps | lanes/full | lanes/masking-10 | before: lanes/full | "
+              "before: lanes/masking-10 |", "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for budget, data in sorted(results.items()):
         before = data["previous_rules"]["ratios"]
         lines.append(f"| {budget:,} | **all** | {data['files']} | {data['steps']:,} | "

@@ -45,7 +45,8 @@ class ReplaySpec(BaseModel):
 
 class CompactionSettings(BaseModel):
     """``compaction.enabled``: try one bounded LLM condensation at 80 % pressure before
-    the deterministic fallback. Off, the fallback runs only over the budget. False here
+    the deterministic fallback. Off, the fallback runs only over the budget (sessions
+    started with the cost profile: over 75 % of it, EngineConfig.compact_at_ratio). False here
     (sessions started before it was on by default decode as they ran); the API turns it
     on for new sessions that are not replays (worker/api/session_config.py)."""
 

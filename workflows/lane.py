@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import rejections
     from workflows.context import engine, ids
     from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
+    from workflows.context.config import cost_profile
     from workflows.context.items import Item, Kind, Projection
     from workflows.contract import CompactionSettings, CondenseResult, ExternalItem
     from workflows.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
@@ -36,12 +37,20 @@ ENGINE_PATCHES = {"cache_aware_sweep": "cache-aware-sweep", "sweep_never_grows":
                   "concluded_in_markers": "concluded-episode-markers", "sweep_keeps_markers": "sweep-keeps-markers"}
 # The budget guarantee and the spec's remaining rules (EngineConfig.rules_version 2).
 RULES_2_PATCH = "engine-rules-2"
+# New sessions run with config.cost_profile (issue 16). Only at a session's start: it changes
+# the preview size items are measured with, so a restored run keeps its session's values.
+COST_PROFILE_PATCH = "cost-profile"
 
 
 def patched_engine_options() -> dict[str, bool | int]:
     options: dict[str, bool | int] = {option: workflow.patched(patch_id) for option, patch_id in ENGINE_PATCHES.items()}
     options["rules_version"] = 2 if workflow.patched(RULES_2_PATCH) else 1
     return options
+
+
+def new_session_profile(llm_condensation: bool) -> dict[str, int | float]:
+    """The EngineConfig values a session started now runs with besides the defaults."""
+    return cost_profile(llm_condensation) if workflow.patched(COST_PROFILE_PATCH) else {}
 
 
 class Lane:

@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context.items import Kind
     from workflows.context.usage import counts_of
     from workflows.handoff import brief_message
-    from workflows.lane import Lane, patched_engine_options
+    from workflows.lane import Lane, new_session_profile, patched_engine_options
     from workflows.lane_payloads import HandoffRef, LaneInput
     from workflows.lane_state import LaneState
     from workflows.usage import usage_policy
@@ -58,6 +58,7 @@ class LaneWorkflow:
             id_prefix=ids.generated_id_prefix(inp.lane),
             generated_role=cfg.generated_role,
             **patched_engine_options(),
+            **new_session_profile(cfg.compaction.enabled),
         )
         lane = Lane(LaneState(session_id=inp.session_id, lane=inp.lane, model=cfg.model,
                               context=engine.new_state(config, inp.shared_prefix)),

@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.external_calls import RecentCalls, check_items, items_digest
     from workflows.external_tasks import ExternalTasks
-    from workflows.lane import Lane, patched_engine_options
+    from workflows.lane import Lane, new_session_profile, patched_engine_options
     from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED
     from workflows.lane_payloads import HandoffRef
     from workflows.lane_state import LaneState
@@ -477,6 +477,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             recall=cfg.recall,
             generated_role=cfg.generated_role,
             **self.engine_options,
+            **new_session_profile(cfg.compaction.enabled),
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
                     self._usage_policy())

@@ -10,6 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
+from activities.item_names import names_of
 from workflows.context import engine as E
 from workflows.context.items import Item, Kind, Projection
 
@@ -45,6 +46,8 @@ class Sim:
     def _add(self, kind: str, role: str, content: E.ItemContent, arguments: str | None = None, **fields) -> Item:
         self.seq += 1
         item_id = fields.pop("id", f"{kind[:3]}-{self.seq}")
+        if self.state.config.checkpoint_names and kind != Kind.CAPABILITY.value:
+            fields.setdefault("names", names_of(content))  # as activities.items.finish_item
         item = Item(id=item_id, seq=self.seq, kind=kind, role=role, size_chars=len(content.text), **fields)
         item.tokens = {p: count_tokens(E.item_message(item, content, p, self.preview)) for p in MEASURED}
         self.contents[item_id] = content

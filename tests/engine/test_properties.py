@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
+from workflows.context.config import cost_profile
 from workflows.context.items import Kind, Lifecycle, Projection
 from workflows.context.ledger import GENERATED_KINDS, protected_groups
 
@@ -47,8 +48,9 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 class Driver(Sim):
     """Plays a random script, checking invariants around every compaction."""
 
-    def __init__(self, budget: int, llm: bool, episodes: bool = True):
-        super().__init__(budget_override=budget, llm_condensation=llm)
+    def __init__(self, budget: int, llm: bool, episodes: bool = True, profile: bool = False):
+        # profile: the cost profile a new session runs with (workflows.context.config.cost_profile)
+        super().__init__(budget_override=budget, llm_condensation=llm, **(cost_profile(llm) if profile else {}))
         self.episodes_on = episodes
         self.system("rules")
         self.user("first task")
@@ -200,6 +202,14 @@ def test_never_evicts_protected_items_and_rendering_keeps_calls_paired(session):
 def test_never_exceeds_the_budget_when_a_feasible_plan_exists(session):
     budget, llm, script = session
     Driver(budget, llm, episodes=False).run(script)
+
+
+@SETTINGS
+@given(st.one_of(sessions, swept_sessions))
+def test_the_cost_profile_keeps_the_budget_and_the_protections(session):
+    budget, llm, script = session
+    Driver(budget, llm, episodes=False, profile=True).run(script)
+    Driver(budget, llm, profile=True).run(script)
 
 
 @settings(max_examples=25, deadline=None)

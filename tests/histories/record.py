@@ -192,6 +192,11 @@ async def main(names: list[str]) -> None:
             # issue 13, later: the sweep keeps the episode markers (patch sweep-keeps-markers)
             "sweep-markers-hosted": lambda: hosted(client, queue, "sweep-markers-hosted", LONG_TRAJECTORY,
                                                    budget_tokens=4_000),
+            # issue 16: the cost profile of new sessions (patch cost-profile): names in the checkpoint,
+            # compaction at 75 % of the budget
+            "cost-profile-hosted": lambda: hosted(client, queue, "cost-profile-hosted", LONG_TRAJECTORY,
+                                                  budget_tokens=4_000),
+            "cost-profile-external": lambda: external(client, queue, "cost-profile-external"),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

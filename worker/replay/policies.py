@@ -23,7 +23,7 @@ from activities.items import bounded_item, measure
 from activities.tokens import count_tool_definitions
 from worker.replay.recorded_lane import SESSION_ID, TASK_ID, ReplayItem
 from workflows.context import engine, ids
-from workflows.context.config import EngineConfig
+from workflows.context.config import EngineConfig, cost_profile
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
 from workflows.context.ledger import GENERATED_KINDS
@@ -227,14 +227,20 @@ class LanesPolicy(Policy):
         return lost
 
 
+# The engine as sessions ran it before the cost profile (issue 16): the fields' defaults.
+BEFORE_COST_PROFILE = {name: EngineConfig.model_fields[name].default for name in cost_profile(llm_condensation=False)}
+
+
 def engine_config(budget: int, engine_options: dict | None = None) -> EngineConfig:
     """The engine configuration of the ``lanes`` policy: deterministic (LLM condensation off),
-    ``budget`` as the usable input, the bash tool definition charged; ``engine_options``
-    override other :class:`EngineConfig` fields (experiments, e.g. ``{"target_ratio": 0.4}``)."""
+    ``budget`` as the usable input, the bash tool definition charged, the cost profile of a
+    new session; ``engine_options`` override other :class:`EngineConfig` fields (experiments,
+    e.g. ``{"target_ratio": 0.4}``, or :data:`BEFORE_COST_PROFILE`)."""
     fields = {
         "context_window": max(CONTEXT_WINDOW, budget), "max_output_tokens": MAX_OUTPUT_TOKENS,
         "tool_definition_tokens": TOOL_DEFINITION_TOKENS, "llm_condensation": False, "budget_override": budget,
         "generated_role": SessionConfig.model_fields["generated_role"].default,  # as a new session writes them
+        **cost_profile(llm_condensation=False),  # as a new session runs
     }
     fields.update(engine_options or {})
     return EngineConfig(**fields)

@@ -26,6 +26,8 @@ MAX_EPISODES = 10
 MAX_ANCHORS = 4
 MAX_EPISODE_OBSERVATIONS = 6
 LINE_CHARS = 200
+NAME_CHARS = 80
+NAMES_SHED = 8  # names are left out in steps of this many when the checkpoint is over its cap
 
 
 class ObservationNote(BaseModel):
@@ -59,19 +61,22 @@ class CheckpointData(BaseModel):
     episodes: list[EpisodeNote] = Field(default_factory=list)
     observations: list[ObservationNote] = Field(default_factory=list)
     anchors: list[str] = Field(default_factory=list)
+    # paths and code symbols archived items mentioned (Item.names), most recent first
+    names: list[str] = Field(default_factory=list)
     dropped_observations: int = 0  # older references no longer listed (still recallable)
     dropped_episodes: int = 0
 
     def copy(self) -> CheckpointData:  # type: ignore[override]  # the lists copied, unlike BaseModel.copy
         """An independent copy: the lists are copied, their notes are never mutated."""
         return self.model_copy(update={"episodes": list(self.episodes), "observations": list(self.observations),
-                                       "anchors": list(self.anchors)})
+                                       "anchors": list(self.anchors), "names": list(self.names)})
 
     def covers(self, seq: int) -> bool:
         return self.first_seq is not None and self.first_seq <= seq <= (self.last_seq or seq)
 
-    def record_item(self, item: Item) -> None:
-        """Account for one archived lane item (its address and prose digest, if any)."""
+    def record_item(self, item: Item, max_names: int = 0) -> None:
+        """Account for one archived lane item (its address and prose digest, if any, and up to
+        ``max_names`` of the names archived items mentioned, the most recent first)."""
         self.first_seq = item.seq if self.first_seq is None else min(self.first_seq, item.seq)
         self.last_seq = item.seq if self.last_seq is None else max(self.last_seq, item.seq)
         self.archived_items += 1
@@ -89,6 +94,13 @@ class CheckpointData(BaseModel):
             self.anchors.insert(0, f"seq {item.seq} assistant: {clip(item.digest, 160)}")
             self.anchors.sort(key=_anchor_seq, reverse=True)
             del self.anchors[MAX_ANCHORS:]
+        if max_names and item.names:
+            self._record_names(item.names, max_names)
+
+    def _record_names(self, names: list[str], max_names: int) -> None:
+        fresh = [clip(name, NAME_CHARS) for name in dict.fromkeys(names)]
+        kept = [name for name in self.names if name not in fresh]
+        self.names = (fresh + kept)[:max_names]
 
     def record_episode(self, note: EpisodeNote) -> None:
         self.episodes.insert(0, note)
@@ -110,15 +122,17 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
     episodes = [_episode_lines(note) for note in data.episodes]
     anchors = [f"- {a}" for a in data.anchors]
     observations = [_observation_line(note) for note in data.observations]
-    keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes)}
-    # shed the least valuable first: old observation references, then anchors, then episodes
-    order = [("observations", 4), ("anchors", 0), ("episodes", 1), ("observations", 0), ("episodes", 0)]
+    keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes),
+            "names": len(data.names)}
+    # shed the least valuable first: old observation references, then old names, anchors, episodes
+    order = [("observations", 4), ("names", 2 * NAMES_SHED), ("anchors", 0), ("episodes", 1), ("observations", 0),
+             ("names", 0), ("episodes", 0)]
     hint = _RECALL_SENTENCES[recall]
     while chars_to_tokens(_length(data, episodes, anchors, observations, keep, hint)) > cap_tokens:
         name = next((n for n, floor in order if keep[n] > floor), None)
         if name is None:
             break
-        keep[name] -= 1
+        keep[name] = max(0, keep[name] - (NAMES_SHED if name == "names" else 1))
     return "\n".join(_lines(data, episodes, anchors, observations, keep, hint))
 
 
@@ -157,6 +171,9 @@ def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], 
     if keep["anchors"]:
         lines.append("Recent anchors:")
         lines.extend(anchors[: keep["anchors"]])
+    if keep["names"]:
+        lines.append("Files and symbols the archived items mentioned (most recent first): "
+                     + ", ".join(data.names[: keep["names"]]))
     if observations:
         lines.append("Observation references (most recent first):")
         lines.extend(observations[: keep["observations"]])

@@ -22,16 +22,16 @@ def needs_compaction(state: ContextState) -> bool:
     tokens, limit = working_set_tokens(state), budget(state)
     if state.config.llm_condensation:
         return tokens >= state.config.trigger_ratio * limit
-    return tokens > limit
+    return tokens > state.config.compact_at(limit)
 
 
 def over_target(state: ContextState) -> bool:
-    """The working set is above the target a compaction aims for (60 % of the budget)."""
-    return working_set_tokens(state) > int(budget(state) * state.config.target_ratio)
+    """The working set is above the target a compaction aims for (EngineConfig.compaction_target)."""
+    return working_set_tokens(state) > state.config.compaction_target(budget(state))
 
 
 def plan_fallback(state: ContextState) -> CompactionPlan:
-    """The deterministic checkpoint fallback: passes 1-3 until the target (60 %) is met."""
+    """The deterministic checkpoint fallback: passes 1-3 until the target is met."""
     draft = Draft(state, "fallback")
     run_fallback_passes(draft)
     return draft.to_plan()

@@ -20,6 +20,10 @@ class EngineConfig(BaseModel):
     llm_condensation: bool = False
     trigger_ratio: float = Field(default=0.8, gt=0, le=1)
     target_ratio: float = Field(default=0.6, gt=0, le=1)
+    # Without LLM condensation the fallback runs once the working set exceeds this share of
+    # the budget (1: only over the budget) and aims at target_ratio of that share: a lower
+    # share keeps requests smaller, so cheaper, while the budget stays the hard limit.
+    compact_at_ratio: float = Field(default=1.0, gt=0, le=1)
     # Which rules the engine follows: 1 for runs recorded before the budget guarantee (the
     # workflows set it from a workflow.patched id), 2 since: requests planned to fit before a
     # provider call, items bounded by a share of the budget, the memory contract's bounds,
@@ -43,7 +47,11 @@ class EngineConfig(BaseModel):
     # archived exploration leaves their concluded list) while the first change of the
     # request lies after them: it would move the cache boundary into the stable segment.
     sweep_keeps_markers: bool = True
+    # The checkpoint also lists the paths and code symbols archived items mentioned
+    # (Item.names), most recent first: what the archived turns worked on stays in view.
+    checkpoint_names: int = Field(default=0, ge=0)  # how many (0: none)
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
+    preview_share: float = Field(default=0.5, gt=0, le=1)  # the derived preview: chars = share × budget
     protected_groups: int = Field(default=4, ge=1)
     summary_tokens: int = Field(default=400, ge=50)
     memory_max_tokens: int = Field(default=2000, ge=50)
@@ -90,10 +98,18 @@ class EngineConfig(BaseModel):
 
     @property
     def effective_preview_chars(self) -> int:
-        """Characters of a large output shown as head + tail: min(16000, max(128, budget/2))."""
+        """Characters of a large output shown as head + tail: min(16000, max(128, share × budget))."""
         if self.preview_chars is not None:
             return self.preview_chars
-        return min(16000, max(128, self.base_budget // 2))
+        return min(16000, max(128, int(self.base_budget * self.preview_share)))
+
+    def compact_at(self, budget: int) -> int:
+        """Working-set tokens above which the fallback compacts (without LLM condensation)."""
+        return budget if self.compact_at_ratio >= 1 else int(budget * self.compact_at_ratio)
+
+    def compaction_target(self, budget: int) -> int:
+        """Working-set tokens a compaction aims for: target_ratio of :meth:`compact_at`."""
+        return int(self.compact_at(budget) * self.target_ratio)
 
     @property
     def capability_ceiling(self) -> int:
@@ -107,3 +123,23 @@ class EngineConfig(BaseModel):
     def max_item_tokens(self) -> int:
         """The FULL cost above which an item enters bounded (rules 2)."""
         return max(1, int(self.base_budget * self.max_item_share))
+
+
+# What new sessions run with (the workflows apply it behind workflow.patched("cost-profile"),
+# so that sessions started before keep the values they were recorded with). Chosen with
+# bench/engine_sensitivity.py on the recorded sessions for cost at equal fidelity (issue 16):
+# the checkpoint lists what archived items named, so compactions can cut deeper and earlier.
+NAMES_PROFILE: dict[str, int | float] = {
+    "checkpoint_names": 192, "checkpoint_tokens": 1600,  # more of the checkpoint is names
+    "preview_share": 0.25,  # a large output enters as a shorter head and tail
+}
+# Only without LLM condensation (a condensation has its own trigger and target).
+FALLBACK_PROFILE: dict[str, int | float] = {
+    "compact_at_ratio": 0.75, "target_ratio": 0.3, "protected_groups": 2,
+}
+
+
+def cost_profile(llm_condensation: bool) -> dict[str, int | float]:
+    """The EngineConfig values a new session runs with besides the field defaults."""
+    return dict(NAMES_PROFILE) if llm_condensation else {**NAMES_PROFILE, **FALLBACK_PROFILE}
+

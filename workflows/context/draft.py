@@ -59,7 +59,7 @@ class Draft:
         self.config = state.config
         self.preview = state.config.effective_preview_chars  # a computed property: read once
         self.budget = budget(state)
-        self.target = int(self.budget * self.config.target_ratio)
+        self.target = self.config.compaction_target(self.budget)
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Change] = {}
         # One pass over the working set (each pass over it costs a compaction as much as the
@@ -191,7 +191,7 @@ class Draft:
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, reason)
-        self.checkpoint.record_item(item)
+        self.checkpoint.record_item(item, self.config.checkpoint_names)
         self.checkpoint_changed = True
         self.invalidate()
 

@@ -86,6 +86,9 @@ class Item(BaseModel):
     # A short one-line preview (the caller supplies it, the engine bounds it): the engine never
     # sees content, so generated checkpoint and summary text quote these digests.
     digest: str = ""
+    # The paths and code symbols the content mentions (the caller supplies them, at most a few):
+    # a checkpoint lists those of archived items (EngineConfig.checkpoint_names).
+    names: list[str] = Field(default_factory=list)
     terminal: bool = False  # the final assistant answer of an ended task (set by end_task)
 
     def cost(self, projection: Projection | None = None) -> int:

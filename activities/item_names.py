@@ -1,0 +1,91 @@
+"""What an item works on: the file paths and code symbols its text and tool calls mention.
+
+The engine never sees content. Besides the one-line digest, an activity hands it these few
+names per item, so that a checkpoint can still say which files and functions the archived
+history worked on (the list a compaction summary keeps, e.g. Claude Code's "files and code
+sections"): an agent that sees ``src/app.py`` and ``parse_args`` in its checkpoint can act
+on them, or recall the output that mentioned them, without re-discovering them.
+
+Bounded and deterministic: a retried activity reports the same names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+
+from workflows.context.content import ItemContent
+
+MAX_NAMES = 16  # per item: workflow state holds metadata only
+MAX_NAME_CHARS = 80
+MIN_NAME_CHARS = 4
+
+_EXTENSIONS = ("py|pyi|pyx|js|mjs|ts|tsx|jsx|json|yaml|yml|toml|cfg|ini|txt|md|rst|c|h|cc|cpp|hpp|go|rs|java|rb|"
+               "sh|html|css|sql|xml|csv|lock|log|ex|exs|php|kt|swift|scala|vue|patch|diff")
+# a path: segments joined by "/" (``src/app.py``, ``/tmp/x``, ``./setup.py``)
+_PATH = re.compile(r"(?<![\w/.~:-])(?:~|\.{1,2})?/?[\w.@+-]+(?:/[\w.@+-]+)+/?")
+# a file name with a common extension (``setup.cfg``)
+_FILE = re.compile(rf"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:{_EXTENSIONS})(?![\w/])")
+# an identifier, possibly dotted; kept when it looks like code (an inner "_", a dot, camelCase)
+_IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+
+
+def names_of(content: ItemContent, limit: int = MAX_NAMES) -> list[str]:
+    """Up to ``limit`` distinct paths and code symbols of ``content``, in this order: paths of
+    its tool calls, symbols of its tool calls, paths of its text, symbols of its text (a call
+    says what the agent acted on; its prose or output follows)."""
+    calls = "\n".join(_call_text(c.arguments) for c in content.tool_calls)
+    names: dict[str, None] = {}
+    for text in (calls, content.text):
+        for name in (*_paths(text), *_symbols(text)):
+            if len(names) >= limit:
+                return list(names)
+            names.setdefault(name, None)
+    return list(names)
+
+
+def _paths(text: str) -> Iterable[str]:
+    for match in _PATH.finditer(text):
+        name = _trimmed(match.group())
+        if name and any(c.isalpha() for c in name) and "://" not in text[max(0, match.start() - 3):match.end()]:
+            yield name
+    for match in _FILE.finditer(text):
+        name = _trimmed(match.group())
+        if name:
+            yield name
+
+
+def _symbols(text: str) -> Iterable[str]:
+    for match in _IDENTIFIER.finditer(text):
+        name = _trimmed(match.group())
+        if name and not _FILE.fullmatch(name) and ("_" in name.strip("_") or "." in name or _CAMEL.search(name)):
+            yield name
+
+
+def _trimmed(name: str) -> str | None:
+    name = name.rstrip(".,:;")
+    if len(name) < MIN_NAME_CHARS or len(name) > MAX_NAME_CHARS or name.startswith("obs-"):
+        return None
+    return name
+
+
+def _call_text(arguments: str) -> str:
+    """A call's arguments as the text they carry (JSON string values decoded)."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return arguments
+    return "\n".join(_strings(value))
+
+
+def _strings(value: object) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)

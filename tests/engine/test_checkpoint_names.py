@@ -1,0 +1,120 @@
+"""What archived items named stays in the checkpoint (issue 16, part 2): the worker's name
+extractor (activities/item_names.py), the checkpoint's bounded list, and the fallback with
+the cost profile a new session runs."""
+
+from __future__ import annotations
+
+import json
+
+from activities.item_names import MAX_NAME_CHARS, MAX_NAMES, names_of
+from tests.engine.sim import Sim, big
+from workflows.context import engine as E
+from workflows.context.checkpoint import CheckpointData, checkpoint_text
+from workflows.context.config import cost_profile
+from workflows.context.content import ItemContent, ToolCall
+from workflows.context.items import Item, Kind
+
+
+def test_names_are_paths_then_symbols_calls_first():
+    content = ItemContent(
+        text="The test in tests/test_nodes.py fails: parse_args returns None, see os.path.join.",
+        tool_calls=[ToolCall(id="c1", name="bash", arguments=json.dumps({"command": "sed -n 1,40p src/app/cli.py"}))])
+    assert names_of(content) == ["src/app/cli.py", "tests/test_nodes.py", "parse_args", "os.path.join"]
+
+
+def test_plain_words_urls_addresses_and_overlong_names_are_left_out():
+    long_path = "a/" + "b" * MAX_NAME_CHARS
+    text = (f"Done. Everything works, see https://example.com/docs/page and observation://obs-s-main-000012; "
+            f"also {long_path} and setup.cfg")
+    assert names_of(ItemContent(text=text)) == ["setup.cfg"]
+
+
+def test_names_are_bounded_distinct_and_in_first_mention_order():
+    text = " ".join(f"pkg/mod_{n}.py" for n in range(40)) + " pkg/mod_0.py"
+    names = names_of(ItemContent(text=text))
+    assert names == [f"pkg/mod_{n}.py" for n in range(MAX_NAMES)]
+    assert names_of(ItemContent(text=text)) == names  # a retried activity reports the same
+
+
+def test_undecodable_call_arguments_are_read_as_text():
+    content = ItemContent(text="", tool_calls=[ToolCall(id="c", name="edit", arguments="{not json: lib/x_y.py")])
+    assert names_of(content) == ["lib/x_y.py"]
+
+
+def _item(seq: int, names: list[str], kind: Kind = Kind.ASSISTANT) -> Item:
+    return Item(id=f"i{seq}", seq=seq, kind=kind, role="assistant", digest=f"step {seq}", names=names)
+
+
+def test_checkpoint_keeps_the_most_recent_names_first_without_repeats():
+    data = CheckpointData()
+    data.record_item(_item(1, ["a.py", "f_one"]), max_names=3)
+    data.record_item(_item(2, ["b.py", "a.py"]), max_names=3)
+    assert data.names == ["b.py", "a.py", "f_one"]
+    data.record_item(_item(3, ["c.py"]), max_names=3)
+    assert data.names == ["c.py", "b.py", "a.py"]  # the oldest left the bounded list
+    text = checkpoint_text(data, cap_tokens=1_000)
+    assert "Files and symbols the archived items mentioned (most recent first): c.py, b.py, a.py" in text
+
+
+def test_checkpoint_without_names_is_as_before():
+    data = CheckpointData()
+    data.record_item(_item(1, ["a.py"]))  # max_names 0: the engine's default
+    assert data.names == []
+    assert "Files and symbols" not in checkpoint_text(data, cap_tokens=1_000)
+
+
+def test_names_are_shed_oldest_first_to_fit_the_cap_and_anchors_go_before_the_last_names():
+    data = CheckpointData()
+    for seq in range(1, 41):
+        data.record_item(_item(seq, [f"module_{seq:02d}.py"]), max_names=100)
+    full = checkpoint_text(data, cap_tokens=10_000)
+    assert "module_40.py" in full and "module_01.py" in full
+    capped = checkpoint_text(data, cap_tokens=180)
+    assert "module_40.py" in capped and "module_01.py" not in capped
+    listed = capped.split("(most recent first): ")[1].split("\n")[0].split(", ")
+    assert listed == [f"module_{seq:02d}.py" for seq in range(40, 40 - len(listed), -1)]
+
+
+def _session_with_names(profile: bool) -> Sim:
+    options = cost_profile(llm_condensation=False) if profile else {}
+    sim = Sim(budget_override=6_000, llm_condensation=False, **options)
+    sim.system()
+    sim.user("fix the failing test")
+    E.begin_task(sim.state, "task-1")
+    for n in range(60):
+        arguments = json.dumps({"command": f"cat src/pkg/module_{n}.py"})
+        assistant = sim.assistant(f"Reading module_{n}.", [("bash", arguments)],
+                                  names=[f"src/pkg/module_{n}.py", f"helper_{n}"])
+        sim.tool(assistant.tool_call_ids[0], big(1_200, f"def helper_{n}"), arguments=arguments)
+        sim.compact_if_needed()
+        assert sim.request().fits
+    return sim
+
+
+def test_with_the_profile_the_checkpoint_names_what_archived_turns_worked_on():
+    sim = _session_with_names(profile=True)
+    state = sim.state
+    archived = [i for i in sim.archived.values() if i.kind == Kind.ASSISTANT.value]
+    assert archived, "the session compacted"
+    checkpoint = next(m["content"] for m in sim.messages(sim.request()) if "[Context checkpoint]" in m["content"])
+    newest = max(archived, key=lambda i: i.seq)
+    assert newest.names[0] in checkpoint and newest.names[1] in checkpoint
+    assert state.checkpoint.names[0] in (newest.names[0], newest.names[1])
+    # without the profile the same session's checkpoint lists none of them
+    plain = _session_with_names(profile=False)
+    assert "Files and symbols" not in json.dumps(plain.messages(plain.request()))
+
+
+def test_with_the_profile_the_fallback_compacts_at_its_soft_limit_and_aims_lower():
+    sim = _session_with_names(profile=True)
+    config = sim.state.config
+    budget = E.budget(sim.state)
+    assert config.compact_at(budget) == int(budget * 0.75) < budget
+    assert config.compaction_target(budget) == int(int(budget * 0.75) * 0.3)
+    plans = [p for p in sim.applied if p.mode == "fallback"]
+    assert plans, "the session compacted"
+    for plan in plans:
+        # compacted once past the soft limit, before the budget was reached
+        assert config.compact_at(budget) < plan.tokens_before <= budget
+        assert plan.target == config.compaction_target(budget)
+        assert plan.fits_budget
