@@ -13,6 +13,7 @@ from workflows.context.checkpoint import CheckpointData, checkpoint_text
 from workflows.context.config import cost_profile
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind
+from workflows.context.pins import check_pin
 
 
 def test_names_are_paths_then_symbols_calls_first():
@@ -118,3 +119,13 @@ def test_with_the_profile_the_fallback_compacts_at_its_soft_limit_and_aims_lower
         assert config.compact_at(budget) < plan.tokens_before <= budget
         assert plan.target == config.compaction_target(budget)
         assert plan.fits_budget
+
+
+def test_pinned_content_stays_within_the_compaction_target():
+    sim = _session_with_names(profile=True)
+    budget = E.budget(sim.state)
+    target = sim.state.config.compaction_target(budget)
+    assert check_pin(sim.state, target + 1).fits is False
+    check = check_pin(sim.state, 10)
+    assert check.allowance == target and check.fits == (check.pinned + 10 <= target)
+    assert check_pin(sim.state, target - check.pinned).fits

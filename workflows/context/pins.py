@@ -23,7 +23,7 @@ class PinCheck(BaseModel):
     fits: bool
     need: int  # tokens of the note as a message
     pinned: int  # tokens of the pinned items already in the working set (capability context excluded)
-    allowance: int  # the most pinned content may take: target ratio × budget
+    allowance: int  # the most pinned content may take: the compaction target (config.compaction_target)
     budget: int
     message: str
 
@@ -36,7 +36,9 @@ def pinned_tokens(state: ContextState) -> int:
 def check_pin(state: ContextState, need: int) -> PinCheck:
     """Whether a note costing ``need`` tokens may be pinned now."""
     limit = budget(state)
-    allowance = int(limit * state.config.target_ratio)
+    # pinned content stays within what a compaction aims for, so that no compaction has to
+    # roll a pinned note into the summary (pass 3) to meet its target
+    allowance = state.config.compaction_target(limit)
     pinned = pinned_tokens(state)
     item_limit = state.config.max_item_tokens
     if need > item_limit:
@@ -45,7 +47,8 @@ def check_pin(state: ContextState, need: int) -> PinCheck:
         return PinCheck(fits=False, need=need, pinned=pinned, allowance=allowance, budget=limit, message=message)
     if pinned + need > allowance:
         message = (f"note refused: it needs {need} tokens and pinned content already takes {pinned}; pinned content "
-                   f"may take at most {allowance} tokens ({state.config.target_ratio:.0%} of the budget {limit})")
+                   f"may take at most {allowance} tokens ({allowance / max(limit, 1):.0%} of the budget {limit}, the "
+                   f"compaction target)")
         return PinCheck(fits=False, need=need, pinned=pinned, allowance=allowance, budget=limit, message=message)
     return PinCheck(fits=True, need=need, pinned=pinned, allowance=allowance, budget=limit,
                     message=f"note pinned ({need} tokens; pinned content now {pinned + need} of {allowance})")
