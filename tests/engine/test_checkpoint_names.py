@@ -6,10 +6,21 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from activities.item_names import MAX_NAME_CHARS, MAX_NAMES, names_of
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
-from workflows.context.checkpoint import CheckpointData, checkpoint_text
+from workflows.context.checkpoint import (
+    CheckpointData,
+    EpisodeNote,
+    _episode_lines,
+    _Length,
+    _lines,
+    _observation_line,
+    checkpoint_text,
+)
 from workflows.context.config import cost_profile
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind
@@ -129,3 +140,30 @@ def test_pinned_content_stays_within_the_compaction_target():
     check = check_pin(sim.state, 10)
     assert check.allowance == target and check.fits == (check.pinned + 10 <= target)
     assert check_pin(sim.state, target - check.pinned).fits
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["assistant", "tool"]), st.lists(st.text(min_size=1, max_size=30),
+                                                                              max_size=4)), max_size=40),
+       st.integers(0, 3), st.data())
+def test_the_shedding_arithmetic_measures_the_text_it_would_render(archived, episodes, data):
+    """checkpoint_text sheds by computed lengths (_Length); they equal the rendered text's."""
+    checkpoint = CheckpointData()
+    for seq, (kind, names) in enumerate(archived):
+        item = Item(id=f"i{seq}", seq=seq, kind=kind, role=kind, digest=f"d{seq}" * (seq % 7), names=names,
+                    observation_id=f"obs-{seq}" if kind == "tool" else None, size_chars=seq)
+        checkpoint.record_item(item, max_names=50)
+    for n in range(episodes):
+        checkpoint.record_episode(EpisodeNote(id=f"ep{n}", kind="exploration", goal="g" * n, conclusion="c",
+                                              obs_ids=[f"obs-{n}"] * n))
+    checkpoint.dropped_observations, checkpoint.dropped_episodes = data.draw(st.integers(0, 3)), data.draw(
+        st.integers(0, 3))
+    episode_lines = [_episode_lines(note) for note in checkpoint.episodes]
+    anchors = [f"- {a}" for a in checkpoint.anchors]
+    observations = [_observation_line(note) for note in checkpoint.observations]
+    length = _Length(checkpoint, episode_lines, anchors, observations, "hint")
+    keep = {"episodes": data.draw(st.integers(0, len(episode_lines))), "anchors": data.draw(st.integers(0, len(anchors))),
+            "names": data.draw(st.integers(0, len(checkpoint.names))),
+            "observations": data.draw(st.integers(0, len(observations)))}
+    rendered = "\n".join(_lines(checkpoint, episode_lines, anchors, observations, keep, "hint"))
+    assert length(keep) == len(rendered)

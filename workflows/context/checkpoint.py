@@ -8,6 +8,10 @@ function of this data, so the workflow and the replay generate identical bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from itertools import accumulate, chain, islice
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from .items import Item, Kind
@@ -98,9 +102,9 @@ class CheckpointData(BaseModel):
             self._record_names(item.names, max_names)
 
     def _record_names(self, names: list[str], max_names: int) -> None:
-        fresh = [clip(name, NAME_CHARS) for name in dict.fromkeys(names)]
-        kept = [name for name in self.names if name not in fresh]
-        self.names = (fresh + kept)[:max_names]
+        # the item's names in their order, then the earlier ones not among them (dict: C-level dedupe)
+        merged = dict.fromkeys(chain((name[:NAME_CHARS] for name in names), self.names))
+        self.names = list(islice(merged, max_names))
 
     def record_episode(self, note: EpisodeNote) -> None:
         self.episodes.insert(0, note)
@@ -128,12 +132,41 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
     order = [("observations", 4), ("names", 2 * NAMES_SHED), ("anchors", 0), ("episodes", 1), ("observations", 0),
              ("names", 0), ("episodes", 0)]
     hint = _RECALL_SENTENCES[recall]
-    while chars_to_tokens(_length(data, episodes, anchors, observations, keep, hint)) > cap_tokens:
-        name = next((n for n, floor in order if keep[n] > floor), None)
-        if name is None:
-            break
-        keep[name] = max(0, keep[name] - (NAMES_SHED if name == "names" else 1))
+    length = _Length(data, episodes, anchors, observations, hint)
+
+    def too_long() -> bool:
+        return chars_to_tokens(length(keep)) > cap_tokens
+
+    if too_long():
+        for name, floor in order:  # each list in turn, down to its floor, while the text is too long
+            _shed(keep, name, floor, NAMES_SHED if name == "names" else 1, too_long)
     return "\n".join(_lines(data, episodes, anchors, observations, keep, hint))
+
+
+def _shed(keep: dict[str, int], name: str, floor: int, step: int, too_long: Callable[[], bool]) -> None:
+    """Leave out ``step`` entries of list ``name`` at a time while the text is too long and more
+    than ``floor`` are kept (as a loop of single steps would). The first step may lengthen the
+    text (its "not listed" line appears); from then on each step shortens it, so the first step
+    count that fits is found by bisection."""
+    start = keep[name]
+    if start <= floor or not too_long():
+        return
+    last = -(-(start - floor) // step)  # steps until at or below the floor
+
+    def fits_after(steps: int) -> bool:
+        keep[name] = max(0, start - step * steps)
+        return not too_long()
+
+    if fits_after(1) or last == 1:
+        return
+    low, high = 2, last  # the first step count that fits, else the last step
+    while low < high:
+        middle = (low + high) // 2
+        if fits_after(middle):
+            high = middle
+        else:
+            low = middle + 1
+    keep[name] = max(0, start - step * low)
 
 
 def _episode_lines(note: EpisodeNote) -> list[str]:
@@ -145,13 +178,63 @@ def _episode_lines(note: EpisodeNote) -> list[str]:
 
 
 def _observation_line(note: ObservationNote) -> str:
-    what = f" {note.digest}" if note.digest else ""
-    return clip(f"- {SCHEME}{note.obs_id} — {note.tool}{what} (seq {note.seq}, {note.chars} chars)", LINE_CHARS)
+    return _observation_line_of(note.obs_id, note.tool, note.digest, note.seq, note.chars)
 
 
-def _length(data, episodes, anchors, observations, keep, hint) -> int:
-    lines = _lines(data, episodes, anchors, observations, keep, hint)
-    return sum(map(len, lines)) + len(lines) - 1
+@lru_cache(maxsize=4096)  # a compaction renders the same references once per archived unit
+def _observation_line_of(obs_id: str, tool: str, digest: str, seq: int, chars: int) -> str:
+    what = f" {digest}" if digest else ""
+    return clip(f"- {SCHEME}{obs_id} — {tool}{what} (seq {seq}, {chars} chars)", LINE_CHARS)
+
+
+def _prefix_sums(sizes: Iterable[int]) -> list[int]:
+    return list(accumulate(sizes, initial=0))
+
+
+class _Length:
+    """``len("\n".join(_lines(...)))`` for any ``keep``, by arithmetic on line lengths: the
+    shedding loop asks once per entry left out, and a compaction asks once per archived unit."""
+
+    def __init__(self, data: CheckpointData, episodes: list[list[str]], anchors: list[str], observations: list[str],
+                 hint: str) -> None:
+        self.data = data
+        head = _lines(data, [], [], [], {"episodes": 0, "anchors": 0, "names": 0, "observations": 0}, hint)
+        self.head = sum(len(line) + 1 for line in head)  # every line counts its newline; the last has none
+        self.episodes = _prefix_sums(sum(map(len, block)) + len(block) for block in episodes)
+        self.anchors = _prefix_sums(map(len, anchors))  # + 1 per line: added in __call__
+        self.names = _prefix_sums(map(len, data.names))  # + a separator per name: added in __call__
+        self.observations = _prefix_sums(map(len, observations))
+
+    def __call__(self, keep: dict[str, int]) -> int:
+        data, total = self.data, self.head
+        if len(self.episodes) > 1:
+            total += len(EPISODES_HEADER) + 1 + self.episodes[keep["episodes"]]
+            hidden = len(self.episodes) - 1 - keep["episodes"] + data.dropped_episodes
+            total += len(_episodes_hidden(hidden)) + 1 if hidden else 0
+        if keep["anchors"]:
+            total += len(ANCHORS_HEADER) + 1 + self.anchors[keep["anchors"]] + keep["anchors"]
+        if keep["names"]:
+            total += len(NAMES_HEADER) + self.names[keep["names"]] + len(NAMES_SEPARATOR) * (keep["names"] - 1) + 1
+        if len(self.observations) > 1:
+            total += len(OBSERVATIONS_HEADER) + 1 + self.observations[keep["observations"]] + keep["observations"]
+            hidden = len(self.observations) - 1 - keep["observations"] + data.dropped_observations
+            total += len(_observations_hidden(hidden)) + 1 if hidden else 0
+        return total - 1
+
+
+EPISODES_HEADER = "Completed episodes (conclusions written by the agent):"
+ANCHORS_HEADER = "Recent anchors:"
+NAMES_HEADER = "Files and symbols the archived items mentioned (most recent first): "
+NAMES_SEPARATOR = ", "
+OBSERVATIONS_HEADER = "Observation references (most recent first):"
+
+
+def _episodes_hidden(count: int) -> str:
+    return f"  ({count} older episode(s) not listed)"
+
+
+def _observations_hidden(count: int) -> str:
+    return f"  ({count} older observation(s) not listed; their exact output is still stored)"
 
 
 def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], observations: list[str],
@@ -162,22 +245,21 @@ def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], 
         f"context; {hint}",
     ]
     if episodes:
-        lines.append("Completed episodes (conclusions written by the agent):")
+        lines.append(EPISODES_HEADER)
         for block in episodes[: keep["episodes"]]:
             lines.extend(block)
         hidden = len(episodes) - keep["episodes"] + data.dropped_episodes
         if hidden:
-            lines.append(f"  ({hidden} older episode(s) not listed)")
+            lines.append(_episodes_hidden(hidden))
     if keep["anchors"]:
-        lines.append("Recent anchors:")
+        lines.append(ANCHORS_HEADER)
         lines.extend(anchors[: keep["anchors"]])
     if keep["names"]:
-        lines.append("Files and symbols the archived items mentioned (most recent first): "
-                     + ", ".join(data.names[: keep["names"]]))
+        lines.append(NAMES_HEADER + NAMES_SEPARATOR.join(data.names[: keep["names"]]))
     if observations:
-        lines.append("Observation references (most recent first):")
+        lines.append(OBSERVATIONS_HEADER)
         lines.extend(observations[: keep["observations"]])
         hidden = len(observations) - keep["observations"] + data.dropped_observations
         if hidden:
-            lines.append(f"  ({hidden} older observation(s) not listed; their exact output is still stored)")
+            lines.append(_observations_hidden(hidden))
     return lines
