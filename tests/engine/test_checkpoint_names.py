@@ -25,6 +25,7 @@ from workflows.context.config import cost_profile
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.items import Item, Kind
 from workflows.context.pins import check_pin
+from workflows.context.text import chars_to_tokens
 
 
 def test_names_are_paths_then_symbols_calls_first():
@@ -167,3 +168,35 @@ def test_the_shedding_arithmetic_measures_the_text_it_would_render(archived, epi
             "observations": data.draw(st.integers(0, len(observations)))}
     rendered = "\n".join(_lines(checkpoint, episode_lines, anchors, observations, keep, "hint"))
     assert length(keep) == len(rendered)
+
+
+def _shed_one_by_one(checkpoint: CheckpointData, cap_tokens: int) -> str:
+    """checkpoint_text as it shed before: one step at a time, re-rendering every line."""
+    episodes = [_episode_lines(note) for note in checkpoint.episodes]
+    anchors = [f"- {a}" for a in checkpoint.anchors]
+    observations = [_observation_line(note) for note in checkpoint.observations]
+    keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes),
+            "names": len(checkpoint.names)}
+    order = [("observations", 4), ("names", 16), ("anchors", 0), ("episodes", 1), ("observations", 0),
+             ("names", 0), ("episodes", 0)]
+    hint = "recall exact tool output with recall_observation(address, offset, limit) on the listed addresses."
+    while chars_to_tokens(len("\n".join(_lines(checkpoint, episodes, anchors, observations, keep, hint)))) > cap_tokens:
+        name = next((n for n, floor in order if keep[n] > floor), None)
+        if name is None:
+            break
+        keep[name] = max(0, keep[name] - (8 if name == "names" else 1))
+    return "\n".join(_lines(checkpoint, episodes, anchors, observations, keep, hint))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 60), st.integers(0, 120), st.integers(0, 12), st.integers(0, 30), st.integers(40, 1_500))
+def test_shedding_by_bisection_leaves_out_what_one_step_at_a_time_did(outputs, names, turns, dropped, cap):
+    checkpoint = CheckpointData(dropped_observations=dropped)
+    for seq in range(max(outputs, turns)):
+        if seq < outputs:
+            checkpoint.record_item(Item(id=f"o{seq}", seq=2 * seq, kind="tool_result", role="tool", digest="ls " * seq,
+                                        observation_id=f"obs-{seq}", size_chars=seq), max_names=200)
+        if seq < turns:
+            checkpoint.record_item(_item(2 * seq + 1, []), max_names=200)
+    checkpoint.record_item(_item(10_000, [f"name_{n}" * (1 + n % 3) for n in range(names)]), max_names=200)
+    assert checkpoint_text(checkpoint, cap) == _shed_one_by_one(checkpoint, cap)
