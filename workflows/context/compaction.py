@@ -100,7 +100,8 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         state.summary = plan.summary.copy()
         state.counters.rolled_into_summary = state.summary.rolled
     _count(state, plan)
-    if keys_kept and not result.archived and not result.created and layout_unchanged(state):
+    if keys_kept and not result.archived and not result.created and (
+            (before is not None and before.in_key_order) or layout_unchanged(state)):
         keep_layout(state)  # what rebuild_layout would do, without sorting the working set again
     else:
         rebuild_layout(state)

@@ -62,6 +62,9 @@ class Draft:
         self.target = int(self.budget * self.config.target_ratio)
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Change] = {}
+        # a change moved an item into or out of the pinned lifecycle, which may move it to
+        # another segment at the re-layout (layout.layout_key); never reset, a rollback included
+        self.moves_pinned = False
         # One pass over the working set (each pass over it costs a compaction as much as the
         # work it does): the lane (ledger.lane_items: seq order) and its cost, the lane items
         # omitted (passes.cleanup_omitted), its tool outputs with an address (pass 1 looks at
@@ -166,7 +169,7 @@ class Draft:
         """Record each ``(item, change)`` in order, stopping before the first one when the lane
         costs ``lane_limit`` or less (True: stopped there). One loop, since a compaction moves
         thousands of items; a change is immutable, so one may serve many items."""
-        changes, preview, lane_tokens = self.changes, self.preview, self.lane_tokens
+        changes, preview, lane_tokens, pinned = self.changes, self.preview, self.lane_tokens, _PINNED
         stopped = False
         for item, change in moves:
             if lane_limit is not None and lane_tokens <= lane_limit:
@@ -181,6 +184,8 @@ class Draft:
                 old = tokens.get(old_projection)
                 lane_tokens -= old if old is not None else cost_of(item, old_projection, preview)
             lifecycle, projection = change.lifecycle, change.projection
+            if lifecycle is pinned or old_lifecycle is pinned:
+                self.moves_pinned = True
             if lifecycle != _ARCHIVED and projection != _OMITTED:
                 new = tokens.get(projection)
                 lane_tokens += new if new is not None else cost_of(item, projection, preview)
