@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from .content import ItemContent
 from .items import Item, Projection
 from .observations import RecallStyle
-from .render import MessageMemo, render_entries
+from .render import Facts, MessageMemo, render_entries
 
 
 class _PlanEntry(Protocol):
@@ -45,6 +45,7 @@ class RequestRenderer:
         self._offsets: list[int] = []  # index in ``_messages`` of each segment's first message
         self._messages: list[dict] = []
         self._memo: MessageMemo = {}  # each item's last message (render_entries)
+        self._facts: Facts = {}  # each item's static facts (render_entries)
 
     def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
                preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
@@ -56,6 +57,8 @@ class RequestRenderer:
         kept = self._shared_segments(entries) if key == self._key else 0
         if key != self._key or len(self._memo) > 2 * len(entries) + 64:
             self._memo = {}  # another preview or recall style; or items that left the working set
+        if len(self._facts) > 2 * len(entries) + 64:
+            self._facts = {}  # items that left the working set (the facts do not depend on the style)
         if kept:  # the last shared segment may continue differently: render it again
             kept -= 1
         start = self._starts[kept] if kept < len(self._starts) else 0
@@ -77,7 +80,7 @@ class RequestRenderer:
                 contents: dict[str, ItemContent], preview_chars: int, recall: RecallStyle) -> None:
         """Render the entries from ``start`` on (a segment start) and note where each segment
         starts and where its messages begin."""
-        rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo)
+        rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo, self._facts)
         base = len(self._messages)
         self._starts.extend([start + s for s in rendering.segment_starts])
         self._offsets.extend([base + o for o in rendering.segment_offsets])
