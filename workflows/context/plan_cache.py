@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from weakref import ref
 
 if TYPE_CHECKING:
+    from .lane_facts import LaneFacts
     from .ledger import ContextState
 
 
@@ -46,6 +47,7 @@ class PlanCache:
     # appended item's key must exceed to keep that true
     in_key_order: bool = False
     last_key: tuple[int, int, int, str] | None = None
+    lane: LaneFacts | None = None  # what a compaction draft reads of the lane (lane_facts.py)
     pending: list[str] = field(default_factory=list)  # appended since ``entries`` was extended
 
 
