@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from heapq import nlargest
 from typing import NamedTuple
 
 from pydantic import TypeAdapter
@@ -83,7 +82,7 @@ class Draft:
         self.referenceable: tuple[set[int], list[Item]] | None = None
         # the configured window (ledger.protected_groups: a pure function of the state, which a
         # draft never changes): the cache-aware sweep restores it after an emergency narrowed it
-        self.configured_protected = set(nlargest(self.config.protected_groups, shown))
+        self.configured_protected = set(sorted(shown, reverse=True)[:self.config.protected_groups])
         self.protected_groups = self.configured_protected
         self.active_episodes = set(state.active_episodes)
         self.checkpoint = state.checkpoint.copy()
@@ -160,16 +159,16 @@ class Draft:
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
         self.move_all([(item, Change(lifecycle, projection, reason))])
 
-    def move_all(self, moves: Iterable[tuple[Item, Change]], lane_limit: int | None = None) -> bool:
+    def move_all(self, moves: Iterable[tuple[Item, Change]], lane_limit: int | None = None) -> int:
         """Record each ``(item, change)`` in order, stopping before the first one when the lane
-        costs ``lane_limit`` or less (True: stopped there). One loop, since a compaction moves
-        thousands of items; a change is immutable, so one may serve many items."""
+        costs ``lane_limit`` or less; returns how many were recorded. One loop, since a compaction
+        moves thousands of items; a change is immutable, so one may serve many items."""
         changes, preview, lane_tokens, pinned = self.changes, self.preview, self.lane_tokens, _PINNED
-        stopped = False
+        recorded = 0
         for item, change in moves:
             if lane_limit is not None and lane_tokens <= lane_limit:
-                stopped = True
                 break
+            recorded += 1
             item_id = item.id
             before = changes.pop(item_id, None)  # re-inserted: transitions list in the order decided
             old_lifecycle, old_projection = (before.lifecycle, before.projection) if before else (
@@ -186,7 +185,7 @@ class Draft:
                 lane_tokens += new if new is not None else cost_of(item, projection, preview)
             changes[item_id] = change
         self.lane_tokens = lane_tokens
-        return stopped
+        return recorded
 
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""

@@ -96,7 +96,8 @@ def _referenceable(draft: Draft) -> list[Item]:
 
     Passes only ever move items to a reference or out, so an item that is no candidate
     stays none for as long as the protected groups are the same: a second call looks only at
-    the candidates of the first; the first looks only at the lane's tool outputs with an
+    the candidates of the first (less those pass 1 moved: ``reference_tool_outputs`` keeps the
+    rest); the first looks only at the lane's tool outputs with an
     address (``Draft.tool_outputs``). (``Draft.protected`` and ``Draft.view`` written out:
     the first call runs over every tool output of the lane.)"""
     out: list[Item] = []
@@ -133,9 +134,19 @@ def reference_tool_outputs(draft: Draft) -> None:
         tool_class = item.tool_class or run
         by_priority.setdefault(CLASS_PRIORITY[tool_class], []).append((item, changes[tool_class]))
     generated = draft.total() - draft.lane_tokens  # a move changes no generated text
+    left: list[tuple[Item, Change]] = []  # the candidates not moved
     for priority in sorted(by_priority):  # until the target is met (_met)
-        if draft.move_all(by_priority[priority], lane_limit=draft.target - generated):
-            return
+        moves = by_priority[priority]
+        if left:
+            left += moves
+            continue
+        recorded = draft.move_all(moves, lane_limit=draft.target - generated)
+        if recorded < len(moves):
+            left = moves[recorded:]
+    # the next scan (the sweep's) needs to look only at those left: the others are references now
+    groups, candidates = draft.referenceable or (None, [])
+    if groups is draft.protected_groups and len(left) < len(candidates):
+        draft.referenceable = (groups, sorted([item for item, _ in left], key=_SEQ))
 
 
 def sweep_rebilled(draft: Draft) -> None:
