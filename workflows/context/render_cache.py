@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from .content import ItemContent
@@ -33,6 +34,8 @@ class _PlanEntry(Protocol):
 
 
 Entry = tuple[str, Projection] | _PlanEntry
+_ITEM_ID, _PROJECTION = attrgetter("item_id"), attrgetter("projection")
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 class RequestRenderer:
@@ -66,12 +69,11 @@ class RequestRenderer:
         del self._starts[kept:], self._offsets[kept:]
         rest = entries[start:]
         # two parallel lists, not a pair per entry: after a compaction ``rest`` is the whole request
+        # (map with a C getter: no Python frame per entry)
         if rest and not isinstance(rest[0], tuple):
-            ids = [e.item_id for e in rest]  # type: ignore[union-attr]
-            projections = [e.projection for e in rest]  # type: ignore[union-attr]
+            ids, projections = list(map(_ITEM_ID, rest)), list(map(_PROJECTION, rest))
         else:
-            ids = [e[0] for e in rest]  # type: ignore[index]
-            projections = [e[1] for e in rest]  # type: ignore[index]
+            ids, projections = list(map(_FIRST, rest)), list(map(_SECOND, rest))  # type: ignore[arg-type]
         self._render(ids, projections, start, items, contents, preview_chars, recall)
         self._key, self._entries = key, entries
         return list(self._messages)
@@ -82,8 +84,8 @@ class RequestRenderer:
         starts and where its messages begin."""
         rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo, self._facts)
         base = len(self._messages)
-        self._starts.extend([start + s for s in rendering.segment_starts])
-        self._offsets.extend([base + o for o in rendering.segment_offsets])
+        self._starts.extend([start + s for s in rendering.segment_starts] if start else rendering.segment_starts)
+        self._offsets.extend([base + o for o in rendering.segment_offsets] if base else rendering.segment_offsets)
         self._messages.extend(rendering.messages)
 
     def _shared_segments(self, entries: list[Entry]) -> int:
