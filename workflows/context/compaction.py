@@ -8,9 +8,9 @@ from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import STATE_FIELDS, Item, Kind, Lifecycle, Projection
+from .items import STATE_FIELDS, Item, Lifecycle, Projection
 from .layout import LIFECYCLE_FREE_KINDS, keep_layout, layout_unchanged, rebuild_layout
-from .ledger import ContextState, GeneratedRef
+from .ledger import NOT_LANE_KINDS, ContextState, GeneratedRef
 from .passes import run_fallback_passes
 from .request_plan import refresh_plan_cache
 
@@ -59,7 +59,7 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     if before is not None:
         refresh_plan_cache(state)
     items, archived, keyed_by_kind = state.items, Lifecycle.ARCHIVED, LIFECYCLE_FREE_KINDS
-    omitted, capability, preview = Projection.OMITTED, Kind.CAPABILITY.value, state.config.effective_preview_chars
+    omitted, not_lane, preview = Projection.OMITTED, NOT_LANE_KINDS, state.config.effective_preview_chars
     keys_kept = True  # no laid-out item changes its layout key
     # (item id, projection, tokens, tokens before) of each item whose request entry changes, for
     # the plan cache's patch (read here, while the item is at hand); the patch needs every item
@@ -79,8 +79,10 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
             fields = item.__dict__  # as pydantic stores a field (items.STATE_FIELDS), without its dispatch
             fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, projection, transition.reason
             item.__pydantic_fields_set__.update(STATE_FIELDS)
-            if projection == omitted or old_projection == omitted or item.kind == capability:
-                shown = False  # into or out of the request, or capability context: the sums need a full scan
+            if projection == omitted or old_projection == omitted or item.kind in not_lane:
+                # into or out of the request, or capability context or a generated text (the lane
+                # facts stand for lane items only): the sums need a full scan
+                shown = False
             elif shown:
                 tokens, old_tokens = item.tokens.get(projection), item.tokens.get(old_projection)  # cost_of written out
                 if tokens is None:
@@ -100,7 +102,8 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
         state.summary = plan.summary.copy()
         state.counters.rolled_into_summary = state.summary.rolled
     _count(state, plan)
-    if keys_kept and not result.archived and not result.created and layout_unchanged(state):
+    if keys_kept and not result.archived and not result.created and (
+            (before is not None and before.in_key_order) or layout_unchanged(state)):
         keep_layout(state)  # what rebuild_layout would do, without sorting the working set again
     else:
         rebuild_layout(state)

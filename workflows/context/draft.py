@@ -17,8 +17,10 @@ from .budget import budget, cost, cost_of, working_set_tokens
 from .checkpoint import CheckpointData, checkpoint_text
 from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
 from .episodes import EpisodeStatus, markers_text
-from .items import TOOL_OUTPUT_KINDS, Item, Kind, Lifecycle, Projection
-from .ledger import GENERATED_KINDS, NOT_LANE_KINDS, ContextState
+from .items import Item, Kind, Lifecycle, Projection
+from .lane_facts import LaneFacts
+from .ledger import GENERATED_KINDS, ContextState, lane_items
+from .request_plan import kept_lane_facts
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
 
@@ -62,32 +64,20 @@ class Draft:
         self.target = self.config.compaction_target(self.budget)
         self.tokens_before = working_set_tokens(state)
         self.changes: dict[str, Change] = {}
-        # One pass over the working set (each pass over it costs a compaction as much as the
-        # work it does): the lane (ledger.lane_items: seq order) and its cost, the lane items
-        # omitted (passes.cleanup_omitted), its tool outputs with an address (pass 1 looks at
-        # nothing else) and the groups still shown (ledger.protected_groups).
-        self.lane: list[Item] = []
-        self.omitted: list[Item] = []
-        self.tool_outputs: list[Item] = []
-        preview, omitted, not_lane, tool_kinds, lane_tokens = (self.preview, Projection.OMITTED, NOT_LANE_KINDS,
-                                                               TOOL_OUTPUT_KINDS, 0)
-        append, shown = self.lane.append, set()
-        for item in state.items.values():
-            projection, group = item.projection, item.group
-            if group is not None and projection != omitted:
-                shown.add(group)
-            kind = item.kind
-            if kind in not_lane:
-                continue
-            append(item)
-            measured = item.tokens.get(projection)  # cost_of written out for a measured projection
-            if projection == omitted:
-                self.omitted.append(item)
-            else:
-                lane_tokens += measured if measured is not None else cost_of(item, projection, preview)
-            if item.observation_id and (kind in tool_kinds or item.role == "tool"):
-                self.tool_outputs.append(item)
-        self.lane_tokens = lane_tokens
+        # a change moved an item into or out of the pinned lifecycle, which may move it to
+        # another segment at the re-layout (layout.layout_key); never reset, a rollback included
+        self.moves_pinned = False
+        # The lane's cost, its omitted items (passes.cleanup_omitted), its tool outputs with an
+        # address (pass 1 looks at nothing else) and the groups still shown (ledger.protected_groups):
+        # kept with the plan cache (lane_facts.py), else found by one pass over the working set
+        facts = kept_lane_facts(state)
+        if facts is None:
+            facts = LaneFacts()
+            facts.add(state.items.values(), self.preview)
+        self.omitted, self.tool_outputs = list(facts.omitted), list(facts.tool_outputs)
+        self.lane_tokens = facts.tokens
+        shown = facts.shown_groups
+        self._lane: list[Item] | None = None
         # passes._referenceable's last candidates and the protected groups they are for
         self.referenceable: tuple[set[int], list[Item]] | None = None
         # the configured window (ledger.protected_groups: a pure function of the state, which a
@@ -113,6 +103,13 @@ class Draft:
             self.invalidate()
 
     # --- reading the draft ---------------------------------------------------------------
+    @property
+    def lane(self) -> list[Item]:
+        """The lane (ledger.lane_items: item order), for the passes after pass 1 (read when needed)."""
+        if self._lane is None:
+            self._lane = lane_items(self.state)
+        return self._lane
+
     def view(self, item: Item) -> tuple[Lifecycle, Projection]:
         change = self.changes.get(item.id)
         return (change.lifecycle, change.projection) if change else (item.lifecycle, item.projection)
@@ -162,16 +159,16 @@ class Draft:
     def move(self, item: Item, lifecycle: Lifecycle, projection: Projection, reason: str) -> None:
         self.move_all([(item, Change(lifecycle, projection, reason))])
 
-    def move_all(self, moves: Iterable[tuple[Item, Change]], lane_limit: int | None = None) -> bool:
+    def move_all(self, moves: Iterable[tuple[Item, Change]], lane_limit: int | None = None) -> int:
         """Record each ``(item, change)`` in order, stopping before the first one when the lane
-        costs ``lane_limit`` or less (True: stopped there). One loop, since a compaction moves
-        thousands of items; a change is immutable, so one may serve many items."""
-        changes, preview, lane_tokens = self.changes, self.preview, self.lane_tokens
-        stopped = False
+        costs ``lane_limit`` or less; returns how many were recorded. One loop, since a compaction
+        moves thousands of items; a change is immutable, so one may serve many items."""
+        changes, preview, lane_tokens, pinned = self.changes, self.preview, self.lane_tokens, _PINNED
+        recorded = 0
         for item, change in moves:
             if lane_limit is not None and lane_tokens <= lane_limit:
-                stopped = True
                 break
+            recorded += 1
             item_id = item.id
             before = changes.pop(item_id, None)  # re-inserted: transitions list in the order decided
             old_lifecycle, old_projection = (before.lifecycle, before.projection) if before else (
@@ -181,12 +178,14 @@ class Draft:
                 old = tokens.get(old_projection)
                 lane_tokens -= old if old is not None else cost_of(item, old_projection, preview)
             lifecycle, projection = change.lifecycle, change.projection
+            if lifecycle is pinned or old_lifecycle is pinned:
+                self.moves_pinned = True
             if lifecycle != _ARCHIVED and projection != _OMITTED:
                 new = tokens.get(projection)
                 lane_tokens += new if new is not None else cost_of(item, projection, preview)
             changes[item_id] = change
         self.lane_tokens = lane_tokens
-        return stopped
+        return recorded
 
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""

@@ -40,7 +40,10 @@ def is_step_capability(item: Item) -> bool:
     return item.kind == _CAPABILITY and item.scope == "step"
 
 
-def layout_key(item: Item) -> tuple[int, int, int, str]:
+LayoutKey = tuple[int, int, int, str]  # (segment, rank, seq, id)
+
+
+def layout_key(item: Item) -> LayoutKey:
     """Sort key of a laid-out item: segment (stable, memory, history), rank, seq, id
     (``segment`` as numbers; written out because it runs for every item at every layout)."""
     kind = item.kind
@@ -122,11 +125,46 @@ def layout_unchanged(state: ContextState) -> bool:
 
 
 def keep_layout(state: ContextState) -> None:
-    """``rebuild_layout`` when ``layout_unchanged``: the same order, all of it laid out now, a
-    new epoch (appended history items leave the stable and memory segments as they are)."""
+    """``rebuild_layout`` when the order is already what it would make (``layout_unchanged``,
+    or a plan cache that found it in key order): the same order, all of it laid out now, a new
+    epoch, the segments counted (they lead the order; a lane never laid out has none counted)."""
+    items, stable, memory = state.items, 0, 0
+    for item_id in state.order:
+        segment = layout_key(items[item_id])[0]
+        if segment == 2:
+            break  # history comes last
+        if segment == 0:
+            stable += 1
+        else:
+            memory += 1
+    state.stable_len, state.memory_len = stable, memory
     state.laid_out_len = len(state.order)
     state.layout_epoch += 1
     _note_laid_out(state)
+
+
+def key_order(state: ContextState, laid_out: int) -> tuple[bool, LayoutKey | None]:
+    """Is ``order`` what ``rebuild_layout`` would make of it, given that it lays out ``laid_out``
+    items (sorted by layout key, none archived or step-scoped in it)? And the key of its last
+    item. (For the plan cache, at its full scan: the part laid out since the last layout in this
+    process is sorted already (``_LAID_OUT``), so only the items appended since are read.)"""
+    order, items = state.order, state.items
+    if len(order) != laid_out:
+        return False, None
+    entry = _LAID_OUT.get(id(state))
+    start = state.laid_out_len if entry is not None and entry[0]() is state and entry[1] == state.layout_epoch else 0
+    last = layout_key(items[order[start - 1]]) if start else None
+    archived, capability, history = Lifecycle.ARCHIVED, _CAPABILITY, HISTORY_KINDS
+    for position in range(start, len(order)):
+        item = items[order[position]]
+        kind = item.kind
+        if item.lifecycle == archived or (kind == capability and item.scope == "step"):
+            return False, None
+        key = (2, 1, item.seq, item.id) if kind in history else layout_key(item)  # the usual key in place
+        if last is not None and key < last:
+            return False, None
+        last = key
+    return True, last
 
 
 def remove_from_order(state: ContextState, item_ids: set[str]) -> None:

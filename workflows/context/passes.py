@@ -96,7 +96,8 @@ def _referenceable(draft: Draft) -> list[Item]:
 
     Passes only ever move items to a reference or out, so an item that is no candidate
     stays none for as long as the protected groups are the same: a second call looks only at
-    the candidates of the first; the first looks only at the lane's tool outputs with an
+    the candidates of the first (less those pass 1 moved: ``reference_tool_outputs`` keeps the
+    rest); the first looks only at the lane's tool outputs with an
     address (``Draft.tool_outputs``). (``Draft.protected`` and ``Draft.view`` written out:
     the first call runs over every tool output of the lane.)"""
     out: list[Item] = []
@@ -126,16 +127,30 @@ def _referenceable(draft: Draft) -> list[Item]:
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references."""
-    run, changes = ToolClass.RUN, _PASS1_CHANGES
-    # by (class priority, seq): sorted by seq, then grouped by priority keeping that order
-    by_priority: dict[int, list[tuple[Item, Change]]] = {}
+    run = ToolClass.RUN
+    # by (class priority, seq): sorted by seq, then grouped by priority keeping that order, as
+    # parallel lists of items and their changes (no pair per candidate)
+    buckets: dict[int, tuple[list[Item], list[Change]]] = {
+        priority: ([], []) for priority in sorted(set(CLASS_PRIORITY.values()))}
+    slots: dict[ToolClass, tuple[list[Item], list[Change], Change]] = {
+        tool_class: (*buckets[CLASS_PRIORITY[tool_class]], change) for tool_class, change in _PASS1_CHANGES.items()}
     for item in sorted(_referenceable(draft), key=_SEQ):
-        tool_class = item.tool_class or run
-        by_priority.setdefault(CLASS_PRIORITY[tool_class], []).append((item, changes[tool_class]))
+        items, changes, change = slots[item.tool_class or run]
+        items.append(item)
+        changes.append(change)
     generated = draft.total() - draft.lane_tokens  # a move changes no generated text
-    for priority in sorted(by_priority):  # until the target is met (_met)
-        if draft.move_all(by_priority[priority], lane_limit=draft.target - generated):
-            return
+    left: list[Item] = []  # the candidates not moved
+    for items, changes in buckets.values():  # by priority, until the target is met (_met)
+        if left:
+            left += items
+            continue
+        recorded = draft.move_all(zip(items, changes, strict=True), lane_limit=draft.target - generated)
+        if recorded < len(items):
+            left = items[recorded:]
+    # the next scan (the sweep's) needs to look only at those left: the others are references now
+    groups, candidates = draft.referenceable or (None, [])
+    if groups is draft.protected_groups and len(left) < len(candidates):
+        draft.referenceable = (groups, sorted(left, key=_SEQ))
 
 
 def sweep_rebilled(draft: Draft) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from weakref import ref
 
 if TYPE_CHECKING:
+    from .lane_facts import LaneFacts
     from .ledger import ContextState
 
 
@@ -40,6 +41,13 @@ class PlanCache:
     order_capability: int  # capability tokens among the ``order`` entries
     step: list[Any]  # ... then the step-scoped capability context
     step_capability: int
+    # ``order`` is sorted by layout key and holds every item a re-layout lays out, so that
+    # ``rebuild_layout`` would keep it (layout.keep_layout) and a draft's first change is found
+    # by walking it (prefix.py); ``last_key``: the layout key of its last item, which an
+    # appended item's key must exceed to keep that true
+    in_key_order: bool = False
+    last_key: tuple[int, int, int, str] | None = None
+    lane: LaneFacts | None = None  # what a compaction draft reads of the lane (lane_facts.py)
     pending: list[str] = field(default_factory=list)  # appended since ``entries`` was extended
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from .draft import Draft
 from .items import Item, Kind, Lifecycle, Projection
 from .layout import HISTORY_KINDS, layout_key
+from .request_plan import in_key_order
 
 Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
 PlannedKey = tuple[int, int, int, str]  # layout key (segment, rank, seq, id) of a planned entry
@@ -25,18 +26,19 @@ _HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
 class Rebilled:
     """The part of the first request after a draft that the prompt cache cannot serve: the
     planned entries from the first change on, i.e. those whose layout key is at least
-    ``from_key`` (the planned entries are sorted by it; None: nothing changes)."""
+    ``from_key`` (None: nothing changes)."""
 
     from_key: PlannedKey | None
     from_history_start: bool  # the first change is at or before the start of history
-    planned: list[PlannedKey]
+    draft: Draft
 
     @property
     def ids(self) -> frozenset[str]:
-        """The ids of the entries from the first change on."""
+        """The ids of the entries from the first change on (of the draft's planned request as
+        it is when read: read it before the draft changes further)."""
         if self.from_key is None:
             return frozenset()
-        return frozenset([key[3] for key in self.planned if key >= self.from_key])
+        return frozenset([key[3] for key in _planned_keys(self.draft) if key >= self.from_key])
 
     def covered(self, outputs: list[Item]) -> list[Item]:
         """Those of ``outputs``, tool outputs shown in the planned request, that it re-bills.
@@ -86,11 +88,7 @@ def _planned_keys(draft: Draft) -> list[PlannedKey]:
     """The items of ``planned_entries`` as their sorted layout keys (tuples of ints and a
     string: untracked by the garbage collector, unlike the pairs, which hold enum members)."""
     state = draft.state
-    regenerated = set(draft.new_texts)
-    if draft.checkpoint_changed:
-        regenerated.add(Kind.CHECKPOINT.value)
-    if draft.summary_changed:
-        regenerated.add(Kind.SUMMARY.value)
+    regenerated = _regenerated(draft)
     keyed: list[PlannedKey] = []
     changes, archived, omitted, capability = draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED, Kind.CAPABILITY.value
     history_kinds = HISTORY_KINDS
@@ -109,6 +107,16 @@ def _planned_keys(draft: Draft) -> list[PlannedKey]:
         keyed.append(regenerated_key(draft, kind))
     keyed.sort()
     return keyed
+
+
+def _regenerated(draft: Draft) -> set[str]:
+    """The generated kinds the draft rewrites."""
+    regenerated = set(draft.new_texts)
+    if draft.checkpoint_changed:
+        regenerated.add(Kind.CHECKPOINT.value)
+    if draft.summary_changed:
+        regenerated.add(Kind.SUMMARY.value)
+    return regenerated
 
 
 def regenerated_key(draft: Draft, kind: str) -> PlannedKey:
@@ -154,8 +162,52 @@ def _first_change_from_current(draft: Draft, after: list[PlannedKey]) -> int:
 
 def rebilled(draft: Draft) -> Rebilled:
     """What the first request after ``draft`` re-bills: every entry from its first change on."""
+    if not draft.moves_pinned and in_key_order(draft.state):
+        return Rebilled(*_first_change_in_order(draft), draft)
     after = _planned_keys(draft)
     changed = _first_change_from_current(draft, after)
     if changed == len(after):  # nothing changes: the cache serves the whole request
-        return Rebilled(from_key=None, from_history_start=False, planned=after)
-    return Rebilled(from_key=after[changed], from_history_start=changed <= _history_start(after), planned=after)
+        return Rebilled(from_key=None, from_history_start=False, draft=draft)
+    return Rebilled(from_key=after[changed], from_history_start=changed <= _history_start(after), draft=draft)
+
+
+def _first_change_in_order(draft: Draft) -> tuple[PlannedKey | None, bool]:
+    """``rebilled``'s first change and whether it is at or before the start of history, by
+    walking ``order`` up to it, when the order is what the re-layout makes of it and no item
+    moves into or out of the pinned lifecycle (so no layout key changes): the planned request
+    is then the current order without the entries that leave, plus the regenerated texts at
+    their keys, and nothing needs sorting. Usually the walk ends within the first groups."""
+    state = draft.state
+    regenerated = _regenerated(draft)
+    new = sorted([regenerated_key(draft, kind) for kind in regenerated if draft.new_texts.get(kind) != ""])
+    first_new = new[0] if new else None
+    replaced = {state.generated_id(kind) for kind in regenerated}
+    items, changes, archived, omitted, history = (state.items, draft.changes, Lifecycle.ARCHIVED, Projection.OMITTED,
+                                                  HISTORY_KINDS)
+    history_seen = False  # a planned entry before the first change is in history
+    left = False  # a current entry leaves: the first change is the next planned entry
+    for item_id in state.order:
+        item = items[item_id]
+        projection = item.projection
+        shown = item.lifecycle != archived and projection != omitted
+        change = changes.get(item_id)
+        planned, planned_projection = (shown, projection) if change is None else (
+            change.lifecycle != archived and change.projection != omitted, change.projection)
+        if planned and item_id in replaced:
+            planned = False  # a regenerated text is a new item, added at its own key
+        if not shown and not planned:
+            continue
+        key = (2, 1, item.seq, item_id) if item.kind in history else layout_key(item)
+        if first_new is not None and first_new < key:
+            return first_new, not history_seen
+        if left or not shown or (planned and planned_projection != projection):
+            if planned:
+                return key, not history_seen
+            continue
+        if not planned:
+            left = True
+            continue
+        history_seen = history_seen or key[0] >= _HISTORY
+    if first_new is not None:
+        return first_new, not history_seen
+    return None, False  # nothing changes, or only trailing entries leave: the cache serves the rest

@@ -1,158 +1,24 @@
-"""Projection text and OpenAI chat messages, rendered identically everywhere.
+"""Requests as OpenAI chat messages, rendered identically everywhere.
 
 The model activity, the token counter and the offline replay all call these functions,
 so a projection costs exactly what the caller measured and a request is byte-stable:
-the same plan and contents always give the same messages.
+the same plan and contents always give the same messages. (One item's text and message:
+``render_item.py``; consecutive requests of one lane: ``render_cache.py``.)
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from .content import ItemContent, ToolCall
-from .items import Item, Projection, is_tool_output
+from .items import Item, Projection
 from .observations import (  # noqa: F401  (parse_observation_uri: re-exported)
     RecallStyle,
     observation_address,
     parse_observation_uri,
-    range_address,
-    recall_hint,
 )
-from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
-
-# Longest tool-call argument string kept verbatim per projection of an assistant message.
-_ARGUMENT_LIMITS = {Projection.REFERENCE: 400, Projection.MINIMAL_REFERENCE: 120}
-_MIN_ARGUMENT_SHARE = 200
-# plain constants: an enum member read as a class attribute costs a lookup through the enum
-# machinery, and these run for every message of a request
-_FULL, _COMPACT, _REFERENCE, _MINIMAL_REFERENCE, _OMITTED = (
-    Projection.FULL, Projection.COMPACT, Projection.REFERENCE, Projection.MINIMAL_REFERENCE, Projection.OMITTED)
-
-
-def projection_text(item: Item, content: ItemContent, projection: Projection, preview_chars: int,
-                    recall: RecallStyle = "tool") -> str:
-    """The text of ``item`` under ``projection``; bounded for every projection but FULL.
-    ``recall``: how placeholders say to read the omitted text back."""
-    text = content.text
-    if projection == _FULL:
-        return text
-    if projection == _OMITTED:
-        return ""
-    address = observation_address(item.observation_id) if item.observation_id else None
-    if projection == _COMPACT:
-        return _head_tail(text, preview_chars, item.observation_id, recall)
-    if address is None:
-        return _without_address(item, text, projection)
-    if projection == _MINIMAL_REFERENCE:
-        return f"Full output: {address}"
-    if is_tool_output(item):
-        return _output_reference(item, content, address)
-    return _source_reference(text, address, preview_chars, recall)
-
-
-def _output_reference(item: Item, content: ItemContent, address: str) -> str:
-    """The reference projection of an addressed tool output (what pass 1 makes of it)."""
-    return f"Earlier {item.tool_name or content.tool_name or 'tool'} output was compacted.\nFull output: {address}"
-
-
-def _head_tail(text: str, preview_chars: int, obs_id: str | None, recall: RecallStyle) -> str:
-    """Beginning and end (together at most ``preview_chars``) with the omitted range between."""
-    if len(text) <= preview_chars:
-        return text
-    head_n = preview_chars // 2
-    tail_n = preview_chars - head_n
-    omitted = len(text) - head_n - tail_n
-    if obs_id is None:
-        marker = f"[... {omitted} characters omitted ...]"
-    else:
-        address = observation_address(obs_id)
-        example = range_address(obs_id, head_n, min(omitted, 16000))
-        marker = (
-            f"[... {omitted} characters omitted (offset {head_n} to {head_n + omitted}). "
-            f"Full output: {address} — {recall_hint(recall)}, e.g. {example} ...]"
-        )
-    tail = text[len(text) - tail_n:] if tail_n else ""
-    return f"{text[:head_n]}\n{marker}\n{tail}"
-
-
-def _source_reference(text: str, address: str, preview_chars: int, recall: RecallStyle) -> str:
-    """Oversized input: a bounded, authoritative pointer to the exact stored text, with its
-    beginning and its end."""
-    shown = min(SOURCE_HEAD_MAX, preview_chars // 2)
-    head_n = shown - shown // 4
-    tail_n = min(shown // 4, max(0, len(text) - head_n))
-    head, tail = text[:head_n], text[len(text) - tail_n:] if tail_n else ""
-    return (
-        f"Authoritative source: {address} ({len(text)} characters, stored exactly; only the "
-        f"beginning and the end are shown).\nBefore relying on any other part, {recall_hint(recall)}, e.g. "
-        f"{address}?offset={len(head)}&limit=16000\nBeginning:\n{head}\nEnd (from offset {len(text) - tail_n}):\n{tail}"
-    )
-
-
-def _without_address(item: Item, text: str, projection: Projection) -> str:
-    if projection == Projection.REFERENCE:
-        if len(text) <= REFERENCE_EXCERPT_CHARS:
-            return text
-        omitted = len(text) - REFERENCE_EXCERPT_CHARS
-        return f"{text[:REFERENCE_EXCERPT_CHARS]} [... {omitted} characters omitted]"
-    # MINIMAL_REFERENCE: an assistant turn that made calls keeps only the calls
-    if item.role == "assistant" and item.tool_call_ids:
-        return ""
-    return f"[earlier {item.kind} message minimised]"
-
-
-def _bounded_arguments(arguments: str, projection: Projection, preview_chars: int) -> str:
-    """Tool-call arguments bounded by projection; a cut is still valid JSON."""
-    limit = _ARGUMENT_LIMITS.get(projection, preview_chars)
-    if projection == _FULL or len(arguments) <= limit:
-        return arguments
-    head = arguments[: max(0, limit - 60)]
-    return json.dumps({"truncated_arguments": head, "omitted_chars": len(arguments) - len(head)}, ensure_ascii=False)
-
-
-def _tool_call_dict(call: ToolCall, projection: Projection, preview_chars: int) -> dict:
-    arguments = _bounded_arguments(call.arguments, projection, preview_chars)
-    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
-
-
-def item_message(
-    item: Item,
-    content: ItemContent,
-    projection: Projection,
-    preview_chars: int,
-    keep_calls: list[ToolCall] | None = None,
-    recall: RecallStyle = "tool",
-) -> dict | None:
-    """One item as one chat message (None when it would be empty).
-
-    The token counter renders each projection of an item with this function (all its
-    calls kept), so measured costs match what ``render_messages`` sends.
-    """
-    text = projection_text(item, content, projection, preview_chars, recall)
-    if item.role == "assistant":
-        calls = content.tool_calls if keep_calls is None else keep_calls
-        message: dict
-        if not calls:
-            if not text:
-                return None
-            message = {"role": "assistant", "content": text}
-        else:
-            # under COMPACT the arguments of all the calls share the preview (a runaway answer may
-            # make many calls); the share counts every call, so a subset never renders larger
-            share = preview_chars // max(1, len(content.tool_calls))
-            tool_calls = [_tool_call_dict(c, projection, max(share, _MIN_ARGUMENT_SHARE)) for c in calls]
-            message = {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
-        if projection == _FULL and content.reasoning_content:
-            # passed back in the form it came in, while the turn is kept whole
-            message["reasoning_content"] = content.reasoning_content
-        return message
-    if item.role == "tool":
-        call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
-    return {"role": item.role, "content": text} if text else None
-
+from .render_item import _REFERENCE, _output_reference, item_message, projection_text
 
 Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a request is made of
 
@@ -241,6 +107,31 @@ class Rendering(NamedTuple):
 MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | bool | None, dict | None]]
 
 
+# item id -> what rendering needs of an item besides its projection, all static (an item's
+# content and rendering fields never change): its role; the call it answers (a tool result) or
+# its only call (an assistant turn with exactly one; else None); and the reference text of an
+# addressed tool output (render_item._output_reference), made when first met by a renderer that
+# keeps these (render_cache.py), so that a compaction referencing thousands of outputs has them
+Facts = dict[str, tuple[str, str | None, str | None]]
+
+
+def _facts(item: Item, content: ItemContent, with_reference: bool) -> tuple[str, str | None, str | None]:
+    role = item.role
+    if role == "assistant":
+        calls = content.tool_calls
+        return role, calls[0].id if len(calls) == 1 else None, None
+    if role == "tool":
+        call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+        reference = None
+        if with_reference and item.observation_id:
+            try:
+                reference = _output_reference(item, content, observation_address(item.observation_id))
+            except ValueError:
+                pass  # rendered by projection_text when needed, which says what is wrong
+        return role, call_id, reference
+    return role, None, None
+
+
 def render_entries(
     ids: Sequence[str],
     projections: Sequence[Projection],
@@ -249,6 +140,7 @@ def render_entries(
     preview_chars: int,
     recall: RecallStyle = "tool",
     memo: MessageMemo | None = None,
+    facts: Facts | None = None,
 ) -> Rendering:
     """The chat messages of the entries ``zip(ids, projections)`` (see ``Rendering``).
 
@@ -261,18 +153,23 @@ def render_entries(
     ``memo`` (kept by a caller that renders consecutive requests of one lane with the same
     preview and recall style) reuses an item's last message when its projection and kept
     calls are the same again: an item's content never changes, so neither does that message.
-    (The loop is written out, helpers inlined: after a compaction it runs over the whole request.)
+    ``facts`` (kept by the same caller) holds each item's ``Facts``, so that an entry whose
+    message is remembered is not read again. (The loop is written out, helpers inlined: after
+    a compaction it runs over the whole request.)
     """
     use_memo = memo is not None
     if memo is None:
         memo = {}  # written to, never read: without a memo every message is rendered anew
+    kept = facts is not None  # else each entry is read from the item and its content, as it comes
+    if facts is None:
+        facts = {}
     messages: list[dict] = []
     sources: list[int] = []
     deferred: list[dict] = []
     deferred_sources: list[int] = []
     pending: set[str] = set()  # calls sent whose tool message has not been sent yet
     segment_starts, segment_offsets = [0], [0]
-    omitted, remembered, end = Projection.OMITTED, memo.get, len(ids)
+    omitted, remembered, known, end = Projection.OMITTED, memo.get, facts.get, len(ids)
     skip = -1  # an entry already rendered with the turn before it
 
     message: dict | None
@@ -280,14 +177,22 @@ def render_entries(
         if index == skip:
             continue
         projection = projections[index]
-        item, content = items[item_id], contents[item_id]
-        if projection == omitted:
-            continue
-        role = item.role
+        if kept:
+            fact = known(item_id)
+            if fact is None:
+                fact = facts[item_id] = _facts(items[item_id], contents[item_id], True)
+            if projection == omitted:
+                continue
+            role, call = fact[0], fact[1]
+        else:
+            item, content = items[item_id], contents[item_id]
+            if projection == omitted:
+                continue
+            role, call = item.role, None
         if role == "tool":
-            call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
+            call_id = call if kept else content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
             if call_id not in pending:
-                message = _orphan_result(item, content, projection, preview_chars, recall)
+                message = _orphan_result(items[item_id], contents[item_id], projection, preview_chars, recall)
                 if pending:
                     deferred.append(message)
                     deferred_sources.append(index)
@@ -299,8 +204,8 @@ def render_entries(
             if last is not None and last[0] is projection and last[1] is None:  # members are singletons
                 message = last[2]
             else:  # item_message written out for a tool result
-                message = {"role": "tool", "tool_call_id": call_id,
-                           "content": projection_text(item, content, projection, preview_chars, recall)}
+                message = {"role": "tool", "tool_call_id": call_id, "content": projection_text(
+                    items[item_id], contents[item_id], projection, preview_chars, recall)}
                 if use_memo:
                     memo[item_id] = (projection, None, message)
             assert message is not None  # a tool message always renders, empty or not
@@ -320,44 +225,53 @@ def render_entries(
             if index:
                 segment_starts.append(index)
                 segment_offsets.append(len(messages))
-            tool_calls = content.tool_calls
-            if len(tool_calls) == 1 and index + 1 < end and projections[index + 1] != omitted:
+            single = call if kept else (content.tool_calls[0].id if len(content.tool_calls) == 1 else None)
+            if single is not None and index + 1 < end and projections[index + 1] != omitted:
                 follower_id = ids[index + 1]
-                follower = items[follower_id]
-                if follower.role == "tool":
-                    follower_content = contents[follower_id]
-                    answer = follower_content.tool_call_id or (
-                        follower.tool_call_ids[0] if follower.tool_call_ids else None)
-                    if answer == tool_calls[0].id:
-                        # The usual exchange, a turn whose one call the next entry answers: both
-                        # rendered here as the general path renders them (the call kept, the
-                        # result sent right after it; nothing pending before or after).
-                        last = remembered(item_id) if use_memo else None
-                        if last is not None and last[0] is projection and last[1] is True:
-                            message = last[2]
-                        else:
-                            message = item_message(item, content, projection, preview_chars, tool_calls, recall)
-                            if use_memo:
-                                memo[item_id] = (projection, True, message)
-                        answer_projection = projections[index + 1]
-                        last = remembered(follower_id) if use_memo else None
-                        if last is not None and last[0] is answer_projection and last[1] is None:
-                            answer_message = last[2]
-                        else:  # item_message written out for a tool result (and the usual projection_text)
+                if kept:
+                    answer = known(follower_id)
+                    if answer is None:
+                        answer = facts[follower_id] = _facts(items[follower_id], contents[follower_id], True)
+                else:  # _facts written out, without the reference
+                    follower = items[follower_id]
+                    answer = (follower.role, contents[follower_id].tool_call_id or (
+                        follower.tool_call_ids[0] if follower.tool_call_ids else None), None)
+                if answer[0] == "tool" and answer[1] == single:
+                    # The usual exchange, a turn whose one call the next entry answers: both
+                    # rendered here as the general path renders them (the call kept, the
+                    # result sent right after it; nothing pending before or after).
+                    last = remembered(item_id) if use_memo else None
+                    if last is not None and last[0] is projection and last[1] is True:
+                        message = last[2]
+                    else:
+                        content = contents[item_id]
+                        message = item_message(items[item_id], content, projection, preview_chars,
+                                               content.tool_calls, recall)
+                        if use_memo:
+                            memo[item_id] = (projection, True, message)
+                    answer_projection = projections[index + 1]
+                    last = remembered(follower_id) if use_memo else None
+                    if last is not None and last[0] is answer_projection and last[1] is None:
+                        answer_message = last[2]
+                    else:  # item_message written out for a tool result (and the usual projection_text)
+                        text = answer[2] if answer_projection is _REFERENCE else None  # the usual case
+                        if text is None:
+                            follower, follower_content = items[follower_id], contents[follower_id]
                             obs_id = follower.observation_id
-                            answer_message = {"role": "tool", "tool_call_id": answer, "content": _output_reference(
-                                follower, follower_content, observation_address(obs_id))
-                                if answer_projection is _REFERENCE and obs_id else projection_text(
-                                follower, follower_content, answer_projection, preview_chars, recall)}
-                            if use_memo:
-                                memo[follower_id] = (answer_projection, None, answer_message)
-                        assert message is not None and answer_message is not None  # a turn with a call renders
-                        messages.append(message)
-                        messages.append(answer_message)
-                        sources.append(index)
-                        sources.append(index + 1)
-                        skip = index + 1
-                        continue
+                            text = _output_reference(follower, follower_content, observation_address(obs_id)) if (
+                                answer_projection is _REFERENCE and obs_id) else projection_text(
+                                follower, follower_content, answer_projection, preview_chars, recall)
+                        answer_message = {"role": "tool", "tool_call_id": single, "content": text}
+                        if use_memo:
+                            memo[follower_id] = (answer_projection, None, answer_message)
+                    assert message is not None and answer_message is not None  # a turn with a call renders
+                    messages.append(message)
+                    messages.append(answer_message)
+                    sources.append(index)
+                    sources.append(index + 1)
+                    skip = index + 1
+                    continue
+            tool_calls = contents[item_id].tool_calls
             answered = _answered_calls(index, tool_calls, ids, projections, items, contents) if tool_calls else None
             if not answered:
                 keep, calls = [], ()
@@ -370,7 +284,7 @@ def render_entries(
         if last is not None and last[0] is projection and last[1] == calls:
             message = last[2]
         else:
-            message = item_message(item, content, projection, preview_chars, keep, recall)
+            message = item_message(items[item_id], contents[item_id], projection, preview_chars, keep, recall)
             if use_memo:
                 memo[item_id] = (projection, calls, message)
         if message is not None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from operator import attrgetter, itemgetter
 from typing import Any, Protocol
 
 from .content import ItemContent
 from .items import Item, Projection
 from .observations import RecallStyle
-from .render import MessageMemo, render_entries
+from .render import Facts, MessageMemo, render_entries
 
 
 class _PlanEntry(Protocol):
@@ -33,6 +34,8 @@ class _PlanEntry(Protocol):
 
 
 Entry = tuple[str, Projection] | _PlanEntry
+_ITEM_ID, _PROJECTION = attrgetter("item_id"), attrgetter("projection")
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 class RequestRenderer:
@@ -45,6 +48,7 @@ class RequestRenderer:
         self._offsets: list[int] = []  # index in ``_messages`` of each segment's first message
         self._messages: list[dict] = []
         self._memo: MessageMemo = {}  # each item's last message (render_entries)
+        self._facts: Facts = {}  # each item's static facts (render_entries)
 
     def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
                preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
@@ -56,6 +60,8 @@ class RequestRenderer:
         kept = self._shared_segments(entries) if key == self._key else 0
         if key != self._key or len(self._memo) > 2 * len(entries) + 64:
             self._memo = {}  # another preview or recall style; or items that left the working set
+        if len(self._facts) > 2 * len(entries) + 64:
+            self._facts = {}  # items that left the working set (the facts do not depend on the style)
         if kept:  # the last shared segment may continue differently: render it again
             kept -= 1
         start = self._starts[kept] if kept < len(self._starts) else 0
@@ -63,12 +69,11 @@ class RequestRenderer:
         del self._starts[kept:], self._offsets[kept:]
         rest = entries[start:]
         # two parallel lists, not a pair per entry: after a compaction ``rest`` is the whole request
+        # (map with a C getter: no Python frame per entry)
         if rest and not isinstance(rest[0], tuple):
-            ids = [e.item_id for e in rest]  # type: ignore[union-attr]
-            projections = [e.projection for e in rest]  # type: ignore[union-attr]
+            ids, projections = list(map(_ITEM_ID, rest)), list(map(_PROJECTION, rest))
         else:
-            ids = [e[0] for e in rest]  # type: ignore[index]
-            projections = [e[1] for e in rest]  # type: ignore[index]
+            ids, projections = list(map(_FIRST, rest)), list(map(_SECOND, rest))  # type: ignore[arg-type]
         self._render(ids, projections, start, items, contents, preview_chars, recall)
         self._key, self._entries = key, entries
         return list(self._messages)
@@ -77,10 +82,10 @@ class RequestRenderer:
                 contents: dict[str, ItemContent], preview_chars: int, recall: RecallStyle) -> None:
         """Render the entries from ``start`` on (a segment start) and note where each segment
         starts and where its messages begin."""
-        rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo)
+        rendering = render_entries(ids, projections, items, contents, preview_chars, recall, self._memo, self._facts)
         base = len(self._messages)
-        self._starts.extend([start + s for s in rendering.segment_starts])
-        self._offsets.extend([base + o for o in rendering.segment_offsets])
+        self._starts.extend([start + s for s in rendering.segment_starts] if start else rendering.segment_starts)
+        self._offsets.extend([base + o for o in rendering.segment_offsets] if base else rendering.segment_offsets)
         self._messages.extend(rendering.messages)
 
     def _shared_segments(self, entries: list[Entry]) -> int:

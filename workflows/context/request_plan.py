@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 from . import plan_cache
 from .budget import budget, cost_of, is_capability
 from .items import Item, Kind, Lifecycle, Projection, is_tool_output
-from .layout import is_step_capability
+from .lane_facts import LaneFacts
+from .layout import is_step_capability, key_order, layout_key
 from .ledger import ContextState
 
 _RANK = {
@@ -129,7 +130,12 @@ def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list
         before, generation=state.generation, layout_epoch=state.layout_epoch, order_len=len(state.order),
         working_set=before.working_set + delta, entries=entries, laid_out=len(entries),  # every entry laid out
         counts=[shared + state.stable_len, state.memory_len, len(state.order) - state.stable_len - state.memory_len],
-        conversation=before.conversation + delta, step=list(before.step), pending=[]))
+        conversation=before.conversation + delta, step=list(before.step), pending=[],
+        # the order is the one a layout made or kept (compaction.apply_plan), so in key order
+        in_key_order=True, last_key=layout_key(state.items[state.order[-1]]) if state.order else None,
+        # every item re-projected is a lane item, shown before and after (apply_plan): the lane's
+        # items, omitted ones, outputs and shown groups are the same, its cost moved as the sums did
+        lane=replace(before.lane, tokens=before.lane.tokens + delta) if before.lane is not None else None))
     return True
 
 
@@ -156,9 +162,33 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
                     cache.order_capability += tokens
                 else:
                     cache.conversation += tokens
+            if cache.lane is not None:
+                cache.lane.add((item,), preview)
+            if cache.in_key_order:  # still in key order when the item's key is past the last one
+                key = layout_key(item)
+                if item.lifecycle == Lifecycle.ARCHIVED or (cache.last_key is not None and key < cache.last_key):
+                    cache.in_key_order, cache.last_key = False, None
+                else:
+                    cache.last_key = key
             position += 1
         cache.pending.clear()
     return cache
+
+
+def in_key_order(state: ContextState) -> bool:
+    """``order`` is what a re-layout would make of it (``PlanCache.in_key_order``), as far as
+    the state's plan cache knows; False without a current cache (no scan is made for it)."""
+    if plan_cache.current(state) is None:
+        return False
+    return _full_rung(state).in_key_order
+
+
+def kept_lane_facts(state: ContextState) -> LaneFacts | None:
+    """The lane facts the state's plan cache keeps (current, the appended items counted in); None
+    without a current cache (no scan is made for it)."""
+    if plan_cache.current(state) is None:
+        return None
+    return _full_rung(state).lane
 
 
 def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCache:
@@ -201,7 +231,7 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
     # the step context and the working-set sums (scan_working_set_tokens, scan_capability_tokens)
     # in one pass over the items
     step = []
-    working_set = capability = 0
+    working_set = capability = archived_items = 0
     for item in items.values():
         projection = item.projection
         if item.kind == capability_kind:
@@ -209,16 +239,24 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
             if item.scope == "step":
                 step.append(make({"item_id": item.id, "projection": Projection.FULL,
                                   "tokens": cost_of(item, Projection.FULL, preview)}))
+            elif item.lifecycle == archived:
+                archived_items += 1
         elif item.lifecycle != archived:
             measured = item.tokens.get(projection)  # cost_of written out for a measured projection
             working_set += measured if measured is not None and projection != omitted else cost_of(
                 item, projection, preview)
+        else:
+            archived_items += 1
+    # whether a re-layout would keep ``order``: it lays out every item neither archived nor step context
+    ordered, last_key = key_order(state, len(items) - len(step) - archived_items)
+    lane = LaneFacts()
+    lane.add(items.values(), preview)
     return plan_cache.PlanCache(
         generation=state.generation, layout_epoch=state.layout_epoch, preview_chars=preview,
         shared_tokens=state.shared_tokens, order_len=len(state.order), working_set=working_set,
         capability=capability, entries=entries, counts=counts, laid_out=laid_out,
         conversation=conversation, order_capability=order_capability, step=step,
-        step_capability=sum(e.tokens for e in step),
+        step_capability=sum(e.tokens for e in step), in_key_order=ordered, last_key=last_key, lane=lane,
     )
 
 
