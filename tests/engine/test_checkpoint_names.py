@@ -200,3 +200,14 @@ def test_shedding_by_bisection_leaves_out_what_one_step_at_a_time_did(outputs, n
             checkpoint.record_item(_item(2 * seq + 1, []), max_names=200)
     checkpoint.record_item(_item(10_000, [f"name_{n}" * (1 + n % 3) for n in range(names)]), max_names=200)
     assert checkpoint_text(checkpoint, cap) == _shed_one_by_one(checkpoint, cap)
+
+
+def test_the_profile_previews_a_quarter_of_the_budget_but_never_less_than_a_usable_recall_chunk():
+    """A recall returns at most the preview, so under 8,000 tokens the profile keeps half the
+    budget (as before), and never less than 4,000 characters above it."""
+    profile = cost_profile(llm_condensation=False)
+    # budget: (characters before, with the profile); Sim charges no tool definitions
+    expected = {4_000: (2_000, 2_000), 12_000: (6_000, 4_000), 32_000: (16_000, 8_000), 80_000: (16_000, 16_000)}
+    for budget, (before, now) in expected.items():
+        assert Sim(budget_override=budget).state.config.effective_preview_chars == before
+        assert Sim(budget_override=budget, **profile).state.config.effective_preview_chars == now

@@ -11,6 +11,9 @@ from .observations import RecallStyle
 GeneratedRole = Literal["system", "developer", "user"]
 
 
+PREVIEW_FLOOR_CHARS = 4_000
+
+
 class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -98,10 +101,13 @@ class EngineConfig(BaseModel):
 
     @property
     def effective_preview_chars(self) -> int:
-        """Characters of a large output shown as head + tail: min(16000, max(128, share × budget))."""
+        """Characters of a large output shown as head + tail: share × budget, at least 4,000 (or
+        half the budget, when that is less), at most 16,000. A recall returns at most this much,
+        so the floor keeps recall chunks usable when the share is small."""
         if self.preview_chars is not None:
             return self.preview_chars
-        return min(16000, max(128, int(self.base_budget * self.preview_share)))
+        floor = min(PREVIEW_FLOOR_CHARS, self.base_budget // 2)
+        return min(16000, max(128, floor, int(self.base_budget * self.preview_share)))
 
     def compact_at(self, budget: int) -> int:
         """Working-set tokens above which the fallback compacts (without LLM condensation)."""
