@@ -139,26 +139,29 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
 
     if too_long():
         for name, floor in order:  # each list in turn, down to its floor, while the text is too long
-            _shed(keep, name, floor, NAMES_SHED if name == "names" else 1, too_long)
+            if _shed(keep, name, floor, NAMES_SHED if name == "names" else 1, too_long):
+                break
     return "\n".join(_lines(data, episodes, anchors, observations, keep, hint))
 
 
-def _shed(keep: dict[str, int], name: str, floor: int, step: int, too_long: Callable[[], bool]) -> None:
-    """Leave out ``step`` entries of list ``name`` at a time while the text is too long and more
-    than ``floor`` are kept (as a loop of single steps would). The first step may lengthen the
-    text (its "not listed" line appears); from then on each step shortens it, so the first step
-    count that fits is found by bisection."""
+def _shed(keep: dict[str, int], name: str, floor: int, step: int, too_long: Callable[[], bool]) -> bool:
+    """Leave out ``step`` entries of list ``name`` at a time, the text being too long, while it
+    is and more than ``floor`` are kept (as a loop of single steps would); True: it fits now.
+    The first step may lengthen the text (its "not listed" line appears); from then on each
+    step shortens it, so the first step count that fits is found by bisection."""
     start = keep[name]
-    if start <= floor or not too_long():
-        return
+    if start <= floor:
+        return False
     last = -(-(start - floor) // step)  # steps until at or below the floor
 
     def fits_after(steps: int) -> bool:
         keep[name] = max(0, start - step * steps)
         return not too_long()
 
-    if fits_after(1) or last == 1:
-        return
+    if fits_after(1):
+        return True
+    if last == 1:
+        return False
     low, high = 2, last  # the first step count that fits, else the last step
     while low < high:
         middle = (low + high) // 2
@@ -166,7 +169,7 @@ def _shed(keep: dict[str, int], name: str, floor: int, step: int, too_long: Call
             high = middle
         else:
             low = middle + 1
-    keep[name] = max(0, start - step * low)
+    return fits_after(low)
 
 
 def _episode_lines(note: EpisodeNote) -> list[str]:
