@@ -18,11 +18,10 @@ Pure: texts in, counts out (the replay loop that feeds it is :func:`session_fide
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from activities.item_names import CAMEL, FILE_NAME, IDENTIFIER, arguments_text, strings_in
 from recordings import Trajectory
 from worker.replay.policies import make_policy, parse_policy
 from worker.replay.recorded_lane import SESSION_ID, lane_batches
@@ -32,12 +31,9 @@ from workflows.context.items import Kind
 from workflows.context.observations import SCHEME
 
 KINDS = ("path", "symbol", "number", "string")
-_EXTENSIONS = ("py|pyi|pyx|js|mjs|ts|tsx|jsx|json|yaml|yml|toml|cfg|ini|txt|md|rst|c|h|cc|cpp|hpp|go|rs|java|rb|"
-               "sh|html|css|sql|xml|csv|lock|log|ex|exs|php|kt|swift|scala|vue|patch|diff")
+# file names (FILE_NAME) and symbols (IDENTIFIER, CAMEL) as the worker's name extractor finds
+# them (activities/item_names.py); its path pattern leaves out a path right after ":", this one not
 _PATH = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/?[\w.@+-]+(?:/[\w.@+-]+)+/?")
-_FILE = re.compile(rf"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:{_EXTENSIONS})(?![\w/])")
-_SYMBOL = re.compile(r"(?<![\w./-])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_CAMEL = re.compile(r"[a-z][A-Z]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w.]*\d)")
 # quotes not inside a word, so that the apostrophes of prose ("doesn't ... it's") do not pair up
 _QUOTED = re.compile(r"(?<!\w)(?:\"([^\"\n\\]{8,200})\"|'([^'\n\\]{8,200})')(?!\w)")
@@ -76,39 +72,19 @@ def named_things(action: str) -> dict[str, str]:
     for match in _PATH.finditer(action):
         if any(c.isalpha() for c in match.group()) and "://" not in action[max(0, match.start() - 3):match.start()]:
             add(match.group(), "path")
-    for match in _FILE.finditer(action):
+    for match in FILE_NAME.finditer(action):
         add(match.group(), "path")
-    for match in _SYMBOL.finditer(action):
+    for match in IDENTIFIER.finditer(action):
         name = match.group()
-        if _FILE.fullmatch(name):
+        if FILE_NAME.fullmatch(name):
             add(name, "path")
-        elif "_" in name.strip("_") or "." in name or _CAMEL.search(name):
+        elif "_" in name.strip("_") or "." in name or CAMEL.search(name):
             add(name, "symbol")
     for match in _NUMBER.finditer(action):
         add(match.group(), "number")
     for match in _QUOTED.finditer(action):
         add(match.group(1) or match.group(2), "string")
     return found
-
-
-def _strings(value: object) -> Iterable[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def arguments_text(arguments: str) -> str:
-    """Tool-call arguments as the text they carry (JSON string values decoded, so that a
-    quote or a newline inside a command reads as it does in a tool output)."""
-    try:
-        return "\n".join(_strings(json.loads(arguments)))
-    except ValueError:
-        return arguments
 
 
 def content_text(content: ItemContent) -> str:
@@ -127,7 +103,7 @@ def request_text(messages: list[dict]) -> str:
         if isinstance(body, str):
             parts.append(body)
         elif isinstance(body, list):
-            parts.extend(_strings(body))
+            parts.extend(strings_in(body))
         for call in message.get("tool_calls") or ():
             function = call.get("function", {})
             parts.append(f"{function.get('name', '')}\n{arguments_text(function.get('arguments', ''))}")
