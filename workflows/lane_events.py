@@ -32,7 +32,7 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
                 "target": plan.target,
                 "budget": plan.budget,
                 "reaches_target": plan.reaches_target,
-                "transitions": len(plan.transitions),
+                "transitions": plan.transition_count,
                 "archived": len(result.archived),
                 "created": [c.item_id for c in result.created],
             },

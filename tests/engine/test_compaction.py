@@ -328,4 +328,4 @@ def test_fallback_is_deterministic():
         return E.plan_fallback(sim.state).model_dump_json()
 
     assert run() == run()
-    assert json.loads(run())["transitions"]
+    assert json.loads(run())["runs"]

@@ -40,6 +40,16 @@ PLAN_EXCLUDE = {"checkpoint": {"names"}}
 RESULT_EXCLUDE = {"archived": {"__all__": {"names"}}}
 
 
+def plan_json(plan) -> str:
+    """The plan's JSON as the engine of b7c283c wrote it: one transition per item where the
+    plan now holds runs of them (the same transitions, in the same order)."""
+    fields = plan.model_dump(mode="json", exclude=PLAN_EXCLUDE)
+    legacy = {("transitions" if key == "runs" else key): value for key, value in fields.items()}
+    legacy["transitions"] = [{"item_id": t.item_id, "lifecycle": t.lifecycle.value, "projection": t.projection.value,
+                              "reason": t.reason} for t in plan.transitions]
+    return json.dumps(legacy, separators=(",", ":"), ensure_ascii=False)
+
+
 def _unchanged(state) -> None:
     defaults = EngineConfig.model_fields
     assert all(getattr(state.config, f) == defaults[f].default for f in ADDED_CONFIG)
@@ -62,7 +72,7 @@ class Recorder(Driver):
     def compact(self) -> None:
         if E.needs_compaction(self.state):
             plan = E.plan_fallback(self.state)
-            self.note_text(plan.model_dump_json(exclude=PLAN_EXCLUDE))
+            self.note_text(plan_json(plan))
             self.note_text(self.apply(plan).model_dump_json(exclude=RESULT_EXCLUDE))
         for ladder in (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE):
             self.note_text(E.plan_request(self.state, ladder).model_dump_json())
@@ -131,7 +141,7 @@ def bench_digest(n: int = 600) -> str:
         contents[f"itm-{seq + 1}"] = ItemContent(text=f"{seq} passed", tool_call_id=call, tool_name="bash")
         if E.needs_compaction(state):
             plan = E.plan_fallback(state)
-            digest.update(plan.model_dump_json(exclude=PLAN_EXCLUDE).encode())
+            digest.update(plan_json(plan).encode())
             result = E.apply_plan(state, plan)
             digest.update(result.model_dump_json(exclude=RESULT_EXCLUDE).encode())
             for created in result.created:

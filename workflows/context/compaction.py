@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from itertools import chain, filterfalse
+
 from . import ids, plan_cache
-from .budget import budget, cost, cost_of, working_set_tokens
+from .budget import budget, cost, working_set_tokens
 from .compaction_plan import ApplyResult, CompactionPlan, CreatedItem
 from .draft import Draft
 from .episodes import EpisodeStatus
 from .errors import EngineError
-from .items import STATE_FIELDS, Item, Lifecycle, Projection
-from .layout import LIFECYCLE_FREE_KINDS, keep_layout, layout_unchanged, rebuild_layout
-from .ledger import NOT_LANE_KINDS, ContextState, GeneratedRef
+from .items import Item, Lifecycle, Projection
+from .layout import keep_layout, layout_unchanged, rebuild_layout
+from .ledger import ContextState, GeneratedRef
 from .passes import run_fallback_passes
-from .request_plan import refresh_plan_cache
+from .reproject import reproject
+from .request_plan import PlanEntry, refresh_plan_cache
 
 MeasuredTokens = dict[str, dict[Projection, int]]
 
@@ -58,39 +61,22 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     before, order_before = plan_cache.current(state), state.order
     if before is not None:
         refresh_plan_cache(state)
-    items, archived, keyed_by_kind = state.items, Lifecycle.ARCHIVED, LIFECYCLE_FREE_KINDS
-    omitted, not_lane, preview = Projection.OMITTED, NOT_LANE_KINDS, state.config.effective_preview_chars
+    items, archived = state.items, Lifecycle.ARCHIVED
     keys_kept = True  # no laid-out item changes its layout key
-    # (item id, projection, tokens, tokens before) of each item whose request entry changes, for
-    # the plan cache's patch (read here, while the item is at hand); the patch needs every item
-    # re-projected still shown
-    reprojected: list[tuple[str, Projection, int, int]] = []
-    shown = True
-    for transition in plan.transitions:
-        item = items[transition.item_id]
-        lifecycle = transition.lifecycle
-        if lifecycle == archived:
-            _archive(state, item, transition.reason, result)
-        else:
-            # does the layout key depend on the lifecycle (layout.LIFECYCLE_FREE_KINDS)? Most items change it here
-            if keys_kept and lifecycle != item.lifecycle and item.kind not in keyed_by_kind and item.role != "tool":
-                keys_kept = False
-            projection, old_projection = transition.projection, item.projection
-            fields = item.__dict__  # as pydantic stores a field (items.STATE_FIELDS), without its dispatch
-            fields["lifecycle"], fields["projection"], fields["reason"] = lifecycle, projection, transition.reason
-            item.__pydantic_fields_set__.update(STATE_FIELDS)
-            if projection == omitted or old_projection == omitted or item.kind in not_lane:
-                # into or out of the request, or capability context or a generated text (the lane
-                # facts stand for lane items only): the sums need a full scan
-                shown = False
-            elif shown:
-                tokens, old_tokens = item.tokens.get(projection), item.tokens.get(old_projection)  # cost_of written out
-                if tokens is None:
-                    tokens = cost_of(item, projection, preview)
-                if old_tokens is None:
-                    old_tokens = cost_of(item, old_projection, preview)
-                if projection is not old_projection or tokens != old_tokens:
-                    reprojected.append((item.id, projection, tokens, old_tokens))
+    # the new request entries of the items re-projected (read here, while the items are at
+    # hand) and what they change the sums by, for the plan cache's patch; the patch needs every
+    # item re-projected shown before and after
+    patched: list[PlanEntry] = []
+    delta, shown = 0, True
+    for run in plan.runs:
+        if run.lifecycle == archived:
+            for item_id in run.item_ids:
+                _archive(state, items[item_id], run.reason, result)
+            continue
+        moved = reproject(state, run, patched)
+        keys_kept = keys_kept and moved.keys_kept
+        shown = shown and moved.shown
+        delta += moved.delta
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
@@ -110,14 +96,14 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     state.generation += 1
     # the next request's plan and the sums (tokens_after): patched, or one full scan
     refresh_plan_cache(state, before if shown and not result.archived and not result.created else None,
-                       order_before, reprojected)
+                       order_before, patched, delta)
     result.tokens_after = working_set_tokens(state)
     return result
 
 
 def _validate(state: ContextState, plan: CompactionPlan, measured: MeasuredTokens) -> None:
     """Every check happens before the first change, so a refused plan changes nothing."""
-    missing = [t.item_id for t in plan.transitions if t.item_id not in state.items]
+    missing = list(filterfalse(state.items.__contains__, chain.from_iterable(run.item_ids for run in plan.runs)))
     if missing:
         raise EngineError(f"plan names items not in the working set: {missing[:10]}")
     keys = {g.key for g in plan.generated}

@@ -8,6 +8,7 @@ and applies the plan with the measurements. A plan made at another ``generation`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,13 +22,27 @@ from .summary import SummaryData
 Mode = Literal["fallback", "explicit", "llm", "assembly"]
 
 
-class Transition(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One item's new lifecycle and projection (``CompactionPlan.transitions``)."""
 
     item_id: str
     lifecycle: Lifecycle
     projection: Projection
     reason: str
+
+
+@dataclass(slots=True)
+class TransitionRun:
+    """Consecutive transitions alike but for the item: ``item_ids`` move to ``lifecycle`` and
+    ``projection`` for ``reason``, in that order. A plan holds runs, not one object per item:
+    pass 1 moves thousands of items alike, and the runs let ``apply_plan`` move them in bulk.
+    (A dataclass, which pydantic validates and serialises as it would a model.)"""
+
+    lifecycle: Lifecycle
+    projection: Projection
+    reason: str
+    item_ids: list[str]
 
 
 class GeneratedText(BaseModel):
@@ -47,7 +62,7 @@ class CompactionPlan(BaseModel):
 
     mode: Mode
     generation: int  # the state generation the plan was made at
-    transitions: list[Transition] = Field(default_factory=list)
+    runs: list[TransitionRun] = Field(default_factory=list)  # the transitions, in the order decided
     generated: list[GeneratedText] = Field(default_factory=list)
     archived_episodes: list[str] = Field(default_factory=list)
     checkpoint: CheckpointData | None = None  # new checkpoint data, when it changed
@@ -62,8 +77,18 @@ class CompactionPlan(BaseModel):
     relayout: bool = False  # re-lay out even without a transition (a pinned item out of place)
 
     @property
+    def transitions(self) -> list[Transition]:
+        """The runs, one transition per item (for readers: ``apply_plan`` reads the runs)."""
+        return [Transition(item_id, run.lifecycle, run.projection, run.reason)
+                for run in self.runs for item_id in run.item_ids]
+
+    @property
+    def transition_count(self) -> int:
+        return sum(len(run.item_ids) for run in self.runs)
+
+    @property
     def is_empty(self) -> bool:
-        return not self.transitions and not self.generated and not self.relayout
+        return not self.runs and not self.generated and not self.relayout
 
 
 class Rejection(BaseModel):

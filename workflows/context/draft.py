@@ -7,15 +7,16 @@ stop as soon as the target is met. ``to_plan`` turns the draft into a ``Compacti
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate, groupby
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
-
-from pydantic import TypeAdapter
 
 from .budget import budget, cost, cost_of, working_set_tokens
 from .checkpoint import CheckpointData, checkpoint_text
-from .compaction_plan import CompactionPlan, GeneratedText, Mode, Transition
+from .compaction_plan import CompactionPlan, GeneratedText, Mode, TransitionRun
 from .episodes import EpisodeStatus, markers_text
 from .items import Item, Kind, Lifecycle, Projection
 from .lane_facts import LaneFacts
@@ -26,20 +27,17 @@ from .text import estimate_tokens, text_hash
 
 # plain constants: read once per item in passes
 _ARCHIVED, _PINNED, _OMITTED = Lifecycle.ARCHIVED, Lifecycle.PINNED, Projection.OMITTED
+_ITEM_ID, _CHANGE = itemgetter(0), itemgetter(1)  # of a (item id, change) pair of ``Draft.changes``
+_ID = attrgetter("id")
 
 
 class Change(NamedTuple):
     """A transition the draft decided (a plan's ``Transition`` without the item id, which keys
-    it): a tuple, since a compaction decides thousands and only the plan needs the models."""
+    it): a tuple, and one may serve many items, since a compaction decides thousands."""
 
     lifecycle: Lifecycle
     projection: Projection
     reason: str
-
-
-# the plan's transitions are validated in one call from plain dicts (pydantic-core builds the
-# models without a Python frame per transition)
-_TRANSITIONS: TypeAdapter[list[Transition]] = TypeAdapter(list[Transition])
 
 
 @dataclass(frozen=True)
@@ -187,6 +185,23 @@ class Draft:
         self.lane_tokens = lane_tokens
         return recorded
 
+    def move_in_bulk(self, items: list[Item], changes: list[Change], savings: list[int],
+                     lane_limit: int | None = None) -> int:
+        """``move_all(zip(items, changes), lane_limit)`` for items that each move to a cheaper
+        shown projection, saving the lane ``savings`` (> 0): how many to move is found on the
+        running sum of the savings, not item by item. Items the draft changed already take
+        ``move_all`` (their change is re-inserted, and saves what it saves from there)."""
+        if not self.changes.keys().isdisjoint(map(_ID, items)):
+            return self.move_all(zip(items, changes, strict=True), lane_limit)
+        count = len(items)
+        if lane_limit is not None:  # item k moves while the lane still costs more than the limit
+            before = [0, *accumulate(savings)]  # saved before item k
+            count = min(count, bisect_left(before, self.lane_tokens - lane_limit))
+        if count:
+            self.changes.update(zip(map(_ID, items[:count]), changes[:count], strict=True))
+            self.lane_tokens -= sum(savings[:count])
+        return count
+
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, reason)
@@ -223,8 +238,9 @@ class Draft:
             texts[Kind.CHECKPOINT.value] = self.checkpoint_text()
         if self.summary_changed:
             texts[Kind.SUMMARY.value] = summary_text(self.summary)
-        transitions = [{"item_id": item_id, "lifecycle": change[0], "projection": change[1], "reason": change[2]}
-                       for item_id, change in self.changes.items()]
+        # consecutive changes alike make one run (pass 1 records one change object for many items)
+        runs = [TransitionRun(change.lifecycle, change.projection, change.reason, list(map(_ITEM_ID, moves)))
+                for change, moves in groupby(self.changes.items(), key=_CHANGE)]
         for kind in sorted(texts):
             text = texts[kind]
             live = self.state.generated_id(kind)
@@ -233,11 +249,10 @@ class Draft:
                                                text_hash=text_hash(text),
                                                estimated_tokens=estimate_tokens(text)))
             elif live:  # nothing left to say (e.g. no active episode): retire the live item
-                transitions.append({"item_id": live, "lifecycle": Lifecycle.ARCHIVED,
-                                    "projection": Projection.OMITTED, "reason": f"{kind}:retired"})
+                runs.append(TransitionRun(Lifecycle.ARCHIVED, Projection.OMITTED, f"{kind}:retired", [live]))
         after = self.total()
         return CompactionPlan(
-            mode=self.mode, generation=self.state.generation, transitions=_TRANSITIONS.validate_python(transitions),
+            mode=self.mode, generation=self.state.generation, runs=runs,
             generated=generated,
             archived_episodes=list(self.archived_episodes),
             checkpoint=self.checkpoint if self.checkpoint_changed else None,

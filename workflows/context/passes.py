@@ -34,9 +34,14 @@ from .prefix import rebilled, regenerated_key
 CLASS_PRIORITY = {ToolClass.WRITE: 0, ToolClass.READ: 1, ToolClass.RUN: 2, ToolClass.ERROR: 2}
 KEPT_RECENT_USER_MESSAGES = 2
 _REFERENCEABLE = (Projection.FULL, Projection.COMPACT)
-# what pass 1 and the sweep record (Draft.move_all: one immutable change serves every item)
-_PASS1_CHANGES = {tool_class: Change(Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class.value}→reference")
-                  for tool_class in ToolClass}
+# what pass 1 and the sweep record (Draft.move_all: one immutable change serves every item);
+# an output without a class is evicted as a run
+_PASS1_CHANGES: dict[ToolClass | None, Change] = {
+    tool_class: Change(Lifecycle.RETAINED, Projection.REFERENCE, f"pass1:{tool_class.value}→reference")
+    for tool_class in ToolClass}
+_PASS1_CHANGES[None] = _PASS1_CHANGES[ToolClass.RUN]
+_PRIORITY: dict[ToolClass | None, int] = {tool_class: CLASS_PRIORITY[tool_class or ToolClass.RUN]
+                                          for tool_class in (*ToolClass, None)}
 _SWEPT = Change(Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
 
 Protect = Callable[[Item], bool]
@@ -87,12 +92,13 @@ def cleanup_omitted(draft: Draft) -> None:
             draft.archive(item, "archived:omitted-at-task-end")
 
 
-_SEQ = attrgetter("seq")
+_SEQ, _TOOL_CLASS = attrgetter("seq"), attrgetter("tool_class")
 
 
-def _referenceable(draft: Draft) -> list[Item]:
-    """Pass-1 candidates, in seq order: completed tool outputs outside the protected window,
-    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing).
+def _referenceable(draft: Draft) -> tuple[list[Item], list[int]]:
+    """Pass-1 candidates, in item order: completed tool outputs outside the protected window,
+    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing);
+    and what referencing each one saves (> 0).
 
     Passes only ever move items to a reference or out, so an item that is no candidate
     stays none for as long as the protected groups are the same: a second call looks only at
@@ -101,6 +107,7 @@ def _referenceable(draft: Draft) -> list[Item]:
     address (``Draft.tool_outputs``). (``Draft.protected`` and ``Draft.view`` written out:
     the first call runs over every tool output of the lane.)"""
     out: list[Item] = []
+    savings: list[int] = []
     preview, changes = draft.preview, draft.changes
     groups, active = draft.protected_groups, draft.active_episodes
     pinned, reference = Lifecycle.PINNED, Projection.REFERENCE
@@ -121,36 +128,28 @@ def _referenceable(draft: Draft) -> list[Item]:
             cost = cost_of(item, projection, preview)
         if reference_cost < cost:
             out.append(item)
+            savings.append(cost - reference_cost)
     draft.referenceable = (groups, out)
-    return list(out)  # the caller may reorder its list, not the one kept
+    return list(out), savings  # the caller may reorder its list, not the one kept
 
 
 def reference_tool_outputs(draft: Draft) -> None:
-    """Pass 1: completed tool outputs outside the protected window become references."""
-    run = ToolClass.RUN
-    # by (class priority, seq): sorted by seq, then grouped by priority keeping that order, as
-    # parallel lists of items and their changes (no pair per candidate)
-    buckets: dict[int, tuple[list[Item], list[Change]]] = {
-        priority: ([], []) for priority in sorted(set(CLASS_PRIORITY.values()))}
-    slots: dict[ToolClass, tuple[list[Item], list[Change], Change]] = {
-        tool_class: (*buckets[CLASS_PRIORITY[tool_class]], change) for tool_class, change in _PASS1_CHANGES.items()}
-    for item in sorted(_referenceable(draft), key=_SEQ):
-        items, changes, change = slots[item.tool_class or run]
-        items.append(item)
-        changes.append(change)
+    """Pass 1: completed tool outputs outside the protected window become references, by
+    (class priority, seq), until the target is met."""
+    candidates, savings = _referenceable(draft)
+    # the order by (class priority, seq): two stable sorts of the candidates' indices (C-level keys)
+    seqs = list(map(_SEQ, candidates))
+    classes = list(map(_TOOL_CLASS, candidates))
+    order = sorted(range(len(candidates)), key=seqs.__getitem__)
+    order.sort(key=list(map(_PRIORITY.__getitem__, classes)).__getitem__)
+    ordered = list(map(candidates.__getitem__, order))
     generated = draft.total() - draft.lane_tokens  # a move changes no generated text
-    left: list[Item] = []  # the candidates not moved
-    for items, changes in buckets.values():  # by priority, until the target is met (_met)
-        if left:
-            left += items
-            continue
-        recorded = draft.move_all(zip(items, changes, strict=True), lane_limit=draft.target - generated)
-        if recorded < len(items):
-            left = items[recorded:]
+    moved = draft.move_in_bulk(ordered, list(map(_PASS1_CHANGES.__getitem__, map(classes.__getitem__, order))),
+                               list(map(savings.__getitem__, order)), lane_limit=draft.target - generated)
     # the next scan (the sweep's) needs to look only at those left: the others are references now
-    groups, candidates = draft.referenceable or (None, [])
-    if groups is draft.protected_groups and len(left) < len(candidates):
-        draft.referenceable = (groups, sorted(left, key=_SEQ))
+    if draft.referenceable is not None and draft.referenceable[0] is draft.protected_groups and moved:
+        groups = draft.referenceable[0]
+        draft.referenceable = (groups, sorted(ordered[moved:], key=_SEQ))
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -186,7 +185,7 @@ def sweep_rebilled(draft: Draft) -> None:
             draft.rollback(point)  # an archived exploration would leave the markers, before the first change
         elif any(change.reason == reason for change in draft.changes.values()):
             draft.passes.append("pass2:cache-sweep")
-    swept = rebill.covered(_referenceable(draft))
+    swept = rebill.covered(_referenceable(draft)[0])
     if swept:
         draft.passes.append("pass1:cache-sweep")
     draft.move_all([(item, _SWEPT) for item in swept])

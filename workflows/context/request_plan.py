@@ -14,7 +14,7 @@ plan must equal byte for byte (tests/engine/test_incremental_plan.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,18 +34,15 @@ _LISTED_PROTECTED = 5
 OVERFLOW_LADDER = (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
 
-class PlanEntry(BaseModel):
-    # frozen: consecutive plans share their entries (plan_cache)
-    model_config = ConfigDict(extra="forbid", frozen=True)
+@dataclass(frozen=True, slots=True)
+class PlanEntry:
+    """One entry of a request plan. Frozen: consecutive plans share their entries (plan_cache).
+    A dataclass, not a model: a compaction makes thousands, and pydantic serialises a
+    dataclass field as it would a model's (the fields, as an object)."""
 
     item_id: str
     projection: Projection
     tokens: int
-
-
-# A new entry from a dict, validated by pydantic-core without ``BaseModel.__init__``'s Python
-# frame (a compaction makes thousands): ``_new_entry({"item_id": ..., "projection": ..., "tokens": ...})``.
-_new_entry = PlanEntry.__pydantic_validator__.validate_python
 
 
 class RequestPlan(BaseModel):
@@ -93,39 +90,35 @@ def plan_request(state: ContextState, ladder: Projection = Projection.FULL) -> R
 
 
 def refresh_plan_cache(state: ContextState, before: plan_cache.PlanCache | None = None,
-                       order_before: list[str] | None = None,
-                       reprojected: Sequence[tuple[str, Projection, int, int]] = ()) -> None:
+                       order_before: list[str] | None = None, patched: Sequence[PlanEntry] = (),
+                       delta: int = 0) -> None:
     """Bring the state's plan cache up to date now (after a compaction: the sums it holds
     answer ``working_set_tokens`` and the next ``plan_request`` without another scan).
 
     ``before`` is the cache as it was current before a compaction that only re-projected
-    the items ``reprojected`` (item id, new projection, its cost, the cost before; only those
-    whose entry changes, each shown before and after, none of them capability context) and
-    left the layout as it was
-    (``order_before``, every item of it shown; the segments may have grown, e.g. at a first
-    layout): then the new cache is ``before`` with those entries replaced, not a full scan."""
-    if before is not None and _patch(state, before, order_before, reprojected):
+    items, each shown before and after and none of them capability context, and left the
+    layout as it was (``order_before``, every item of it shown; the segments may have grown,
+    e.g. at a first layout): then the new cache is ``before`` with the entries of the items
+    whose entry changed replaced by ``patched``, its sums moved by ``delta``, not a full scan."""
+    if before is not None and _patch(state, before, order_before, patched, delta):
         return
     _full_rung(state)
 
 
 def _patch(state: ContextState, before: plan_cache.PlanCache, order_before: list[str] | None,
-           reprojected: Sequence[tuple[str, Projection, int, int]]) -> bool:
-    """``refresh_plan_cache`` by replacing the entries of ``reprojected`` in ``before``;
-    False (nothing done) when the compaction changed more than that."""
+           patched: Sequence[PlanEntry], delta: int) -> bool:
+    """``refresh_plan_cache`` by replacing entries of ``before`` with ``patched``; False
+    (nothing done) when the compaction changed more than that."""
     shared = len(state.shared_prefix)
     if (before.pending or state.order != order_before or len(before.entries) != shared + len(state.order)
             or before.shared_tokens != state.shared_tokens
             or before.preview_chars != state.config.effective_preview_chars):
         return False
-    entries, new_entry = list(before.entries), _new_entry
+    entries = list(before.entries)
+    # ``before`` was current, every item of the order shown: the entry of ``order[k]`` is at ``shared + k``
     position = dict(zip(state.order, range(shared, len(entries)), strict=True))
-    # ``before`` was current, every item of the order shown: the entry of ``order[k]`` is at
-    # ``shared + k`` and says what the item was before (so the old entries are not read again)
-    delta = 0
-    for item_id, projection, tokens, old_tokens in reprojected:
-        entries[position[item_id]] = new_entry({"item_id": item_id, "projection": projection, "tokens": tokens})
-        delta += tokens - old_tokens
+    for entry in patched:
+        entries[position[entry.item_id]] = entry
     plan_cache.store(state, replace(
         before, generation=state.generation, layout_epoch=state.layout_epoch, order_len=len(state.order),
         working_set=before.working_set + delta, entries=entries, laid_out=len(entries),  # every entry laid out
@@ -155,7 +148,7 @@ def _full_rung(state: ContextState) -> plan_cache.PlanCache:
             projection = item.projection
             if projection != Projection.OMITTED and item.lifecycle != Lifecycle.ARCHIVED:
                 tokens = cost_of(item, projection, preview)
-                cache.entries.append(_new_entry({"item_id": item_id, "projection": projection, "tokens": tokens}))
+                cache.entries.append(PlanEntry(item_id, projection, tokens))
                 cache.counts[0 if position < state.stable_len else 1 if position < memory_end else 2] += 1
                 cache.laid_out += position < state.laid_out_len
                 if is_capability(item):
@@ -198,8 +191,7 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
     equal to one of the previous plan (``reuse``, by item id) is that entry: fewer objects
     to allocate, and a renderer recognises it by identity."""
     preview = state.config.effective_preview_chars
-    make = _new_entry  # validated: pydantic-core builds a model faster than model_construct does
-    entries = [make({"item_id": e.item_id, "projection": e.projection, "tokens": e.tokens}) for e in state.shared_prefix]
+    entries = [PlanEntry(e.item_id, e.projection, e.tokens) for e in state.shared_prefix]
     counts = [len(entries), 0, 0]  # stable, memory, history
     laid_out = len(entries)
     conversation = order_capability = 0
@@ -217,7 +209,7 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
             tokens = cost_of(item, projection, preview)
         entry = reused(item_id)
         if entry is None or entry.projection is not projection or entry.tokens != tokens:
-            entry = make({"item_id": item_id, "projection": projection, "tokens": tokens})
+            entry = PlanEntry(item_id, projection, tokens)
         append(entry)
         if position >= memory_end:
             counts[2] += 1
@@ -237,8 +229,7 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
         if item.kind == capability_kind:
             capability += cost_of(item, projection, preview)
             if item.scope == "step":
-                step.append(make({"item_id": item.id, "projection": Projection.FULL,
-                                  "tokens": cost_of(item, Projection.FULL, preview)}))
+                step.append(PlanEntry(item.id, Projection.FULL, cost_of(item, Projection.FULL, preview)))
             elif item.lifecycle == archived:
                 archived_items += 1
         elif item.lifecycle != archived:
