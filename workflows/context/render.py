@@ -109,13 +109,14 @@ MessageMemo = dict[str, tuple[Projection, tuple[str, ...] | bool | None, dict | 
 
 # item id -> what rendering needs of an item besides its projection, all static (an item's
 # content and rendering fields never change): its role; the call it answers (a tool result) or
-# its only call (an assistant turn with exactly one; else None); and the reference text of an
-# addressed tool output (render_item._output_reference), made when first met by a renderer that
-# keeps these (render_cache.py), so that a compaction referencing thousands of outputs has them
-Facts = dict[str, tuple[str, str | None, str | None]]
+# its only call (an assistant turn with exactly one; else None); and the message of an addressed
+# tool output's reference projection sent right after its call (render_item._output_reference),
+# made when first met by a renderer that keeps these (render_cache.py), so that a compaction
+# referencing thousands of outputs has them
+Facts = dict[str, tuple[str, str | None, dict | None]]
 
 
-def _facts(item: Item, content: ItemContent, with_reference: bool) -> tuple[str, str | None, str | None]:
+def _facts(item: Item, content: ItemContent, with_reference: bool) -> tuple[str, str | None, dict | None]:
     role = item.role
     if role == "assistant":
         calls = content.tool_calls
@@ -125,7 +126,8 @@ def _facts(item: Item, content: ItemContent, with_reference: bool) -> tuple[str,
         reference = None
         if with_reference and item.observation_id:
             try:
-                reference = _output_reference(item, content, observation_address(item.observation_id))
+                reference = {"role": "tool", "tool_call_id": call_id, "content": _output_reference(
+                    item, content, observation_address(item.observation_id))}
             except ValueError:
                 pass  # rendered by projection_text when needed, which says what is wrong
         return role, call_id, reference
@@ -250,17 +252,18 @@ def render_entries(
                         if use_memo:
                             memo[item_id] = (projection, True, message)
                     answer_projection = projections[index + 1]
-                    last = remembered(follower_id) if use_memo else None
-                    if last is not None and last[0] is answer_projection and last[1] is None:
+                    answer_message: dict | None
+                    if answer_projection is _REFERENCE and answer[2] is not None:
+                        answer_message = answer[2]  # the usual case after a compaction
+                    elif use_memo and (last := remembered(follower_id)) is not None and (
+                            last[0] is answer_projection and last[1] is None):
                         answer_message = last[2]
                     else:  # item_message written out for a tool result (and the usual projection_text)
-                        text = answer[2] if answer_projection is _REFERENCE else None  # the usual case
-                        if text is None:
-                            follower, follower_content = items[follower_id], contents[follower_id]
-                            obs_id = follower.observation_id
-                            text = _output_reference(follower, follower_content, observation_address(obs_id)) if (
-                                answer_projection is _REFERENCE and obs_id) else projection_text(
-                                follower, follower_content, answer_projection, preview_chars, recall)
+                        follower, follower_content = items[follower_id], contents[follower_id]
+                        obs_id = follower.observation_id
+                        text = _output_reference(follower, follower_content, observation_address(obs_id)) if (
+                            answer_projection is _REFERENCE and obs_id) else projection_text(
+                            follower, follower_content, answer_projection, preview_chars, recall)
                         answer_message = {"role": "tool", "tool_call_id": single, "content": text}
                         if use_memo:
                             memo[follower_id] = (answer_projection, None, answer_message)
