@@ -40,15 +40,15 @@ def test_moving_in_bulk_equals_moving_item_by_item(sizes, limit, changed_first, 
     sim = _session(sizes, 200_000)  # nothing protected but the newest groups; nothing compacted yet
     bulk, single = Draft(sim.state, "fallback"), Draft(sim.state, "fallback")
     for draft in (bulk, single):  # some candidates already moved (to compact): move_all's path
-        for item in passes._referenceable(draft)[0][:changed_first]:
+        for item in passes._referenceable(draft).items[:changed_first]:
             draft.move(item, Lifecycle.RETAINED, Projection.COMPACT, "test:compact")
-    items, savings = passes._referenceable(bulk)
-    order = list(range(len(items)))
+    found = passes._referenceable(bulk)
+    order = list(range(len(found.items)))
     shuffle.shuffle(order)
-    items, savings = [items[k] for k in order], [savings[k] for k in order]
+    items, savings = [found.items[k] for k in order], [found.savings[k] for k in order]
     changes = [passes._PASS1_CHANGES[item.tool_class] for item in items]
     lane_limit = None if limit is None else bulk.lane_tokens * limit // 100  # percent of the lane
-    moved = bulk.move_in_bulk(items, changes, savings, lane_limit)
+    moved = bulk.move_in_bulk([item.id for item in items], changes, savings, lane_limit)
     assert moved == single.move_all(zip(items, changes, strict=True), lane_limit)
     assert list(bulk.changes.items()) == list(single.changes.items())  # the same moves, in the same order
     assert bulk.lane_tokens == single.lane_tokens
@@ -127,7 +127,7 @@ def test_pass_1_evicts_by_class_priority_then_age_in_bulk():
     for n in range(3):  # the protected newest groups
         sim.exchange(f"ls {n}", "a b c")
     draft = Draft(sim.state, "fallback")
-    candidates = passes._referenceable(draft)[0]
+    candidates = passes._referenceable(draft).items
     passes.reference_tool_outputs(draft)
     moved = [i for i, c in draft.changes.items() if c.reason.startswith("pass1:")]
     expected = sorted(candidates, key=lambda i: (passes._PRIORITY[i.tool_class], i.seq))

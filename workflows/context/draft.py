@@ -11,7 +11,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate, groupby
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import NamedTuple
 
 from .budget import budget, cost, cost_of, working_set_tokens
@@ -28,7 +28,6 @@ from .text import estimate_tokens, text_hash
 # plain constants: read once per item in passes
 _ARCHIVED, _PINNED, _OMITTED = Lifecycle.ARCHIVED, Lifecycle.PINNED, Projection.OMITTED
 _ITEM_ID, _CHANGE = itemgetter(0), itemgetter(1)  # of a (item id, change) pair of ``Draft.changes``
-_ID = attrgetter("id")
 
 
 class Change(NamedTuple):
@@ -185,20 +184,21 @@ class Draft:
         self.lane_tokens = lane_tokens
         return recorded
 
-    def move_in_bulk(self, items: list[Item], changes: list[Change], savings: list[int],
+    def move_in_bulk(self, item_ids: list[str], changes: list[Change], savings: list[int],
                      lane_limit: int | None = None) -> int:
-        """``move_all(zip(items, changes), lane_limit)`` for items that each move to a cheaper
-        shown projection, saving the lane ``savings`` (> 0): how many to move is found on the
-        running sum of the savings, not item by item. Items the draft changed already take
-        ``move_all`` (their change is re-inserted, and saves what it saves from there)."""
-        if not self.changes.keys().isdisjoint(map(_ID, items)):
-            return self.move_all(zip(items, changes, strict=True), lane_limit)
-        count = len(items)
+        """``move_all`` of the items ``item_ids`` with ``changes``, for items that each move to a
+        cheaper shown projection, saving the lane ``savings`` (> 0): how many to move is found
+        on the running sum of the savings, not item by item. Items the draft changed already
+        take ``move_all`` (their change is re-inserted, and saves what it saves from there)."""
+        if not self.changes.keys().isdisjoint(item_ids):
+            items = self.state.items
+            return self.move_all(zip(map(items.__getitem__, item_ids), changes, strict=True), lane_limit)
+        count = len(item_ids)
         if lane_limit is not None:  # item k moves while the lane still costs more than the limit
             before = [0, *accumulate(savings)]  # saved before item k
             count = min(count, bisect_left(before, self.lane_tokens - lane_limit))
         if count:
-            self.changes.update(zip(map(_ID, items[:count]), changes[:count], strict=True))
+            self.changes.update(zip(item_ids[:count], changes[:count], strict=True))
             self.lane_tokens -= sum(savings[:count])
         return count
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import attrgetter
+from typing import NamedTuple
 
 from .budget import cost_of
 from .checkpoint import EpisodeNote
@@ -92,13 +93,23 @@ def cleanup_omitted(draft: Draft) -> None:
             draft.archive(item, "archived:omitted-at-task-end")
 
 
-_SEQ, _TOOL_CLASS = attrgetter("seq"), attrgetter("tool_class")
+_SEQ = attrgetter("seq")
 
 
-def _referenceable(draft: Draft) -> tuple[list[Item], list[int]]:
-    """Pass-1 candidates, in item order: completed tool outputs outside the protected window,
-    still shown in full or compact, whose reference is cheaper (a tiny output gains nothing);
-    and what referencing each one saves (> 0).
+class Candidates(NamedTuple):
+    """``_referenceable``'s finds, in item order, as parallel lists: read while each item is at
+    hand, since a compaction may look at thousands and a second read of each costs as much."""
+
+    items: list[Item]
+    ids: list[str]
+    savings: list[int]  # what referencing each one saves (> 0)
+    seqs: list[int]
+    classes: list[ToolClass | None]
+
+
+def _referenceable(draft: Draft) -> Candidates:
+    """Pass-1 candidates: completed tool outputs outside the protected window, still shown in
+    full or compact, whose reference is cheaper (a tiny output gains nothing).
 
     Passes only ever move items to a reference or out, so an item that is no candidate
     stays none for as long as the protected groups are the same: a second call looks only at
@@ -106,14 +117,15 @@ def _referenceable(draft: Draft) -> tuple[list[Item], list[int]]:
     rest); the first looks only at the lane's tool outputs with an
     address (``Draft.tool_outputs``). (``Draft.protected`` and ``Draft.view`` written out:
     the first call runs over every tool output of the lane.)"""
-    out: list[Item] = []
-    savings: list[int] = []
+    found = Candidates([], [], [], [], [])
+    out, ids, savings, seqs, classes = found
     preview, changes = draft.preview, draft.changes
     groups, active = draft.protected_groups, draft.active_episodes
     pinned, reference = Lifecycle.PINNED, Projection.REFERENCE
     last = draft.referenceable
     for item in last[1] if last is not None and last[0] is groups else draft.tool_outputs:
-        change = changes.get(item.id)  # first: a repeated call meets mostly items referenced since
+        item_id = item.id
+        change = changes.get(item_id)  # first: a repeated call meets mostly items referenced since
         projection = change.projection if change else item.projection
         if projection not in _REFERENCEABLE:
             continue
@@ -128,28 +140,30 @@ def _referenceable(draft: Draft) -> tuple[list[Item], list[int]]:
             cost = cost_of(item, projection, preview)
         if reference_cost < cost:
             out.append(item)
+            ids.append(item_id)
             savings.append(cost - reference_cost)
-    draft.referenceable = (groups, out)
-    return list(out), savings  # the caller may reorder its list, not the one kept
+            seqs.append(item.seq)
+            classes.append(item.tool_class)
+    draft.referenceable = (groups, list(out))  # kept: the caller may reorder its lists
+    return found
 
 
 def reference_tool_outputs(draft: Draft) -> None:
     """Pass 1: completed tool outputs outside the protected window become references, by
     (class priority, seq), until the target is met."""
-    candidates, savings = _referenceable(draft)
+    found = _referenceable(draft)
     # the order by (class priority, seq): two stable sorts of the candidates' indices (C-level keys)
-    seqs = list(map(_SEQ, candidates))
-    classes = list(map(_TOOL_CLASS, candidates))
-    order = sorted(range(len(candidates)), key=seqs.__getitem__)
-    order.sort(key=list(map(_PRIORITY.__getitem__, classes)).__getitem__)
-    ordered = list(map(candidates.__getitem__, order))
+    order = sorted(range(len(found.ids)), key=found.seqs.__getitem__)
+    order.sort(key=list(map(_PRIORITY.__getitem__, found.classes)).__getitem__)
     generated = draft.total() - draft.lane_tokens  # a move changes no generated text
-    moved = draft.move_in_bulk(ordered, list(map(_PASS1_CHANGES.__getitem__, map(classes.__getitem__, order))),
-                               list(map(savings.__getitem__, order)), lane_limit=draft.target - generated)
-    # the next scan (the sweep's) needs to look only at those left: the others are references now
+    moved = draft.move_in_bulk(
+        list(map(found.ids.__getitem__, order)),
+        list(map(_PASS1_CHANGES.__getitem__, map(found.classes.__getitem__, order))),
+        list(map(found.savings.__getitem__, order)), lane_limit=draft.target - generated)
+    # the next scan (the sweep's) needs to look only at those left, in seq order: the others are references now
     if draft.referenceable is not None and draft.referenceable[0] is draft.protected_groups and moved:
-        groups = draft.referenceable[0]
-        draft.referenceable = (groups, sorted(ordered[moved:], key=_SEQ))
+        left = sorted(order[moved:], key=found.seqs.__getitem__)
+        draft.referenceable = (draft.protected_groups, list(map(found.items.__getitem__, left)))
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -185,7 +199,7 @@ def sweep_rebilled(draft: Draft) -> None:
             draft.rollback(point)  # an archived exploration would leave the markers, before the first change
         elif any(change.reason == reason for change in draft.changes.values()):
             draft.passes.append("pass2:cache-sweep")
-    swept = rebill.covered(_referenceable(draft)[0])
+    swept = rebill.covered(_referenceable(draft).items)
     if swept:
         draft.passes.append("pass1:cache-sweep")
     draft.move_all([(item, _SWEPT) for item in swept])

@@ -53,8 +53,9 @@ class RequestRenderer:
     def render(self, entries: Sequence[Entry], items: dict[str, Item], contents: dict[str, ItemContent],
                preview_chars: int, recall: RecallStyle = "tool") -> list[dict]:
         """``render_messages(entries, items, contents, preview_chars, recall)``; ``entries`` are
-        (item id, projection) pairs or a plan's ``PlanEntry`` objects (consecutive plans share
-        them, so comparing with the previous request is a comparison of identities)."""
+        (item id, projection) pairs or a plan's ``PlanEntry`` tuples, which start with those two
+        (consecutive plans share them, so comparing with the previous request is mostly a
+        comparison of identities)."""
         entries = list(entries)
         key = (preview_chars, recall)
         kept = self._shared_segments(entries) if key == self._key else 0
@@ -102,6 +103,6 @@ class RequestRenderer:
 
 
 def _pair(entry: Entry) -> tuple[str, Projection]:
-    if isinstance(entry, tuple):
-        return entry
+    if isinstance(entry, tuple):  # a pair, or a PlanEntry (item id, projection, tokens)
+        return entry[0], entry[1]
     return entry.item_id, entry.projection

@@ -25,6 +25,7 @@ from .ledger import NOT_LANE_KINDS, ContextState
 from .request_plan import PlanEntry
 
 _DICT, _FIELDS_SET = attrgetter("__dict__"), attrgetter("__pydantic_fields_set__")
+_STATE_FIELDS = frozenset(STATE_FIELDS)  # a set updates a set faster than a tuple does
 _LIFECYCLE, _PROJECTION, _KIND, _ROLE, _TOKENS = (
     attrgetter("lifecycle"), attrgetter("projection"), attrgetter("kind"), attrgetter("role"), attrgetter("tokens"))
 
@@ -56,10 +57,10 @@ def reproject(state: ContextState, run: TransitionRun, patched: list[PlanEntry])
     new = _costs(items, list(map(dict.get, costs, repeat(projection))), repeat(projection), preview)
     old = _costs(items, list(map(dict.get, costs, old_projections)), old_projections, preview)
     changed = list(map(or_, map(ne, old_projections, repeat(projection)), map(ne, new, old)))
-    patched.extend(map(PlanEntry, compress(run.item_ids, changed), repeat(projection), compress(new, changed)))
+    patched.extend(map(PlanEntry._make, zip(compress(run.item_ids, changed), repeat(projection), compress(new, changed))))
     fields = {"lifecycle": lifecycle, "projection": projection, "reason": run.reason}
     _consume(map(dict.update, map(_DICT, items), repeat(fields)))
-    _consume(map(set.update, map(_FIELDS_SET, items), repeat(STATE_FIELDS)))
+    _consume(map(set.update, map(_FIELDS_SET, items), repeat(_STATE_FIELDS)))
     return Reprojected(keys_kept, shown, sum(new) - sum(old))
 
 

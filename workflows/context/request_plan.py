@@ -14,9 +14,10 @@ plan must equal byte for byte (tests/engine/test_incremental_plan.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from . import plan_cache
 from .budget import budget, cost_of, is_capability
@@ -34,11 +35,10 @@ _LISTED_PROTECTED = 5
 OVERFLOW_LADDER = (Projection.FULL, Projection.REFERENCE, Projection.MINIMAL_REFERENCE)
 
 
-@dataclass(frozen=True, slots=True)
-class PlanEntry:
-    """One entry of a request plan. Frozen: consecutive plans share their entries (plan_cache).
-    A dataclass, not a model: a compaction makes thousands, and pydantic serialises a
-    dataclass field as it would a model's (the fields, as an object)."""
+class PlanEntry(NamedTuple):
+    """One entry of a request plan. A tuple: immutable, since consecutive plans share their
+    entries (plan_cache), and made from an iterable without a Python frame (``_make``), since
+    a compaction makes thousands. ``RequestPlan`` serialises it as an object."""
 
     item_id: str
     projection: Projection
@@ -61,6 +61,10 @@ class RequestPlan(BaseModel):
     budget: int  # conversation budget (tool definitions and capability context already charged)
     fits: bool
     reason: str = ""
+
+    @field_serializer("entries")
+    def _entries_as_objects(self, entries: list[PlanEntry]) -> list[dict]:
+        return [entry._asdict() for entry in entries]
 
     @property
     def pairs(self) -> list[tuple[str, Projection]]:
