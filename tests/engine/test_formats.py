@@ -151,6 +151,18 @@ def test_a_call_dropped_by_pairing_leaves_the_rest_of_the_kept_turn_verbatim():
     assert [i.get("call_id") for i in out if i["type"].startswith("function_call")] == ["c1", "c1"]
 
 
+def test_reasoning_before_a_dropped_call_is_dropped_with_it():
+    # found by the property test below: a turn whose text is kept while its one call goes
+    # (its result is omitted) would pass back the call's reasoning with nothing after it
+    conversation = [_user("go"), _answer("looking", 1), _reasoning(1), _call("c1"), _output("c1", "a = 1")]
+    items, contents, order = _store(conversation)
+    _, out = responses_input(_render(items, contents, order, {order[-1]: Projection.OMITTED}), contents)
+    assert [i["type"] for i in out] == ["message", "message"] and _reasoning(1) not in out
+    # the reasoning of a kept call stays, right before it, though the text before them is kept too
+    _, out = responses_input(_render(items, contents, order), contents)
+    assert out == conversation
+
+
 def _conversations():
     """Random conversations: user messages, assistant turns with or without reasoning, text
     and calls, each call answered before the next turn."""
@@ -192,10 +204,12 @@ def test_every_format_keeps_calls_and_results_paired_and_reasoning_with_its_kept
         else:
             assert not open_calls, "a call without its output"
     assert not open_calls
-    # reasoning passes back only inside a kept turn, right before what it accompanies
+    # reasoning passes back only inside a kept turn, right before what it accompanies: the
+    # stored output it preceded (the nearest one after it), when that output is sent
     sent = [e for e in out if e["type"] == "reasoning"]
-    kept = [s for i, p in full.items() for s in contents[i].responses_items if s["type"] == "reasoning"
-            and any(t.item_id == i for t in turns)]
+    kept = [s for i, p in full.items() if any(t.item_id == i for t in turns)
+            for k, s in enumerate(contents[i].responses_items) if s["type"] == "reasoning"
+            and next((o for o in contents[i].responses_items[k:] if o["type"] != "reasoning"), None) in out]
     assert sent == kept
     for index, entry in enumerate(out):
         if entry["type"] == "reasoning":

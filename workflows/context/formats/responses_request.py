@@ -9,7 +9,7 @@ sent has its ``function_call_output`` right after it, and no output is sent with
 - An assistant turn kept at full fidelity that came in as Responses items is passed back as
   those items, verbatim: its reasoning items (ids, ``encrypted_content``, summaries) right
   before the message and calls they accompany, its calls limited to those the chat rendering
-  keeps. A turn that is compacted (any other projection) or omitted is rendered from its
+  keeps (and its reasoning to what accompanies a kept message or call). A turn that is compacted (any other projection) or omitted is rendered from its
   stored text without ids and drops its reasoning: a reasoning item must precede the very
   output it produced, which a compacted turn no longer is.
 - Chat-style ``reasoning_content`` has no Responses form and is not sent in this format.
@@ -66,9 +66,20 @@ def assistant_message(text: str) -> dict[str, Any]:
 
 
 def _verbatim(source: list[dict[str, Any]], kept_calls: set[str]) -> list[dict[str, Any]]:
-    """A kept turn's own items: everything but the calls the chat rendering dropped."""
-    return [item for item in source
-            if item_type(item) != "function_call" or str(item.get("call_id")) in kept_calls]
+    """A kept turn's own items: everything but the calls the chat rendering dropped and the
+    reasoning that accompanied only those. (Reasoning precedes the output it produced: a
+    dropped call's reasoning would dangle at the end, or precede another output, which the
+    Responses API refuses.)"""
+    kept: list[dict[str, Any]] = []
+    accompanies = False  # the nearest output after this point is kept
+    for item in reversed(source):
+        kind = item_type(item)
+        if kind != "reasoning":
+            accompanies = kind != "function_call" or str(item.get("call_id")) in kept_calls
+        if accompanies:
+            kept.append(item)
+    kept.reverse()
+    return kept
 
 
 def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
