@@ -9,9 +9,10 @@ sent has its ``function_call_output`` right after it, and no output is sent with
 - An assistant turn kept at full fidelity that came in as Responses items is passed back as
   those items, verbatim: its reasoning items (ids, ``encrypted_content``, summaries) right
   before the message and calls they accompany, its calls limited to those the chat rendering
-  keeps (and its reasoning to what accompanies a kept message or call). A turn that is compacted (any other projection) or omitted is rendered from its
-  stored text without ids and drops its reasoning: a reasoning item must precede the very
-  output it produced, which a compacted turn no longer is.
+  keeps (and its reasoning to what accompanies a kept message or call). A turn that is
+  compacted (any other projection) or omitted is rendered from its stored text without ids
+  and drops its reasoning: a reasoning item must precede the very output it produced, which
+  a compacted turn no longer is.
 - Chat-style ``reasoning_content`` has no Responses form and is not sent in this format.
 """
 
