@@ -20,7 +20,6 @@ compaction, which would re-bill the retained history again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
 from typing import NamedTuple
 
 from .budget import cost_of
@@ -93,9 +92,6 @@ def cleanup_omitted(draft: Draft) -> None:
             draft.archive(item, "archived:omitted-at-task-end")
 
 
-_SEQ = attrgetter("seq")
-
-
 class Candidates(NamedTuple):
     """``_referenceable``'s finds, in item order, as parallel lists: read while each item is at
     hand, since a compaction may look at thousands and a second read of each costs as much."""
@@ -144,7 +140,7 @@ def _referenceable(draft: Draft) -> Candidates:
             savings.append(cost - reference_cost)
             seqs.append(item.seq)
             classes.append(item.tool_class)
-    draft.referenceable = (groups, list(out))  # kept: the caller may reorder its lists
+    draft.referenceable = (groups, out)  # for the next call (no caller changes the lists)
     return found
 
 

@@ -17,24 +17,16 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from operator import attrgetter, itemgetter
-from typing import Any, Protocol
+from operator import itemgetter
+from typing import Any
 
 from .content import ItemContent
 from .items import Item, Projection
 from .observations import RecallStyle
 from .render import Facts, MessageMemo, render_entries
 
-
-class _PlanEntry(Protocol):
-    @property
-    def item_id(self) -> str: ...
-    @property
-    def projection(self) -> Projection: ...
-
-
-Entry = tuple[str, Projection] | _PlanEntry
-_ITEM_ID, _PROJECTION = attrgetter("item_id"), attrgetter("projection")
+# an (item id, projection) pair, or a plan's PlanEntry (item id, projection, tokens)
+Entry = tuple[str, Projection] | tuple[str, Projection, int]
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
@@ -71,10 +63,7 @@ class RequestRenderer:
         rest = entries[start:]
         # two parallel lists, not a pair per entry: after a compaction ``rest`` is the whole request
         # (map with a C getter: no Python frame per entry)
-        if rest and not isinstance(rest[0], tuple):
-            ids, projections = list(map(_ITEM_ID, rest)), list(map(_PROJECTION, rest))
-        else:
-            ids, projections = list(map(_FIRST, rest)), list(map(_SECOND, rest))  # type: ignore[arg-type]
+        ids, projections = list(map(_FIRST, rest)), list(map(_SECOND, rest))
         self._render(ids, projections, start, items, contents, preview_chars, recall)
         self._key, self._entries = key, entries
         return list(self._messages)
@@ -103,6 +92,4 @@ class RequestRenderer:
 
 
 def _pair(entry: Entry) -> tuple[str, Projection]:
-    if isinstance(entry, tuple):  # a pair, or a PlanEntry (item id, projection, tokens)
-        return entry[0], entry[1]
-    return entry.item_id, entry.projection
+    return entry[0], entry[1]

@@ -26,8 +26,8 @@ from .request_plan import PlanEntry
 
 _DICT, _FIELDS_SET = attrgetter("__dict__"), attrgetter("__pydantic_fields_set__")
 _STATE_FIELDS = frozenset(STATE_FIELDS)  # a set updates a set faster than a tuple does
-_LIFECYCLE, _PROJECTION, _KIND, _ROLE, _TOKENS = (
-    attrgetter("lifecycle"), attrgetter("projection"), attrgetter("kind"), attrgetter("role"), attrgetter("tokens"))
+_LIFECYCLE, _PROJECTION, _KIND, _TOKENS = (
+    attrgetter("lifecycle"), attrgetter("projection"), attrgetter("kind"), attrgetter("tokens"))
 
 
 @dataclass(frozen=True)
