@@ -18,7 +18,7 @@ full scans, ``render_messages``: the engine before the plan cache), timed per st
 (time.perf_counter): median and p99 (nearest rank). Writes ``bench/results/plan-scaling.json``
 and the ``plan-scaling`` block of ``bench/results/README.md``.
 
-    .venv/bin/python bench/plan_scaling.py [--sizes 1000 10000 100000] [--steps 100] [--repeat 20]
+    .venv/bin/python bench/plan_scaling.py [--sizes 1000 10000 100000] [--steps 100] [--repeat 100]
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def readme_block(data: dict) -> str:
         "`plan_request` (plan cache) and a `RequestRenderer` kept by the session; "
         "*full*: the same step recomputed from scratch (`plan_request_reference`, the working-set sums by full "
         f"scans, `render_messages`: the engine before issue 16), {data['reference_repeat']} runs. p99 = nearest "
-        "rank (of few runs: their maximum); CPU = this process's CPU time (time.process_time) of the same steps.",
+        "rank (of the full runs: their maximum); CPU = this process's CPU time (time.process_time) of the same steps.",
         "",
         "| items | request p50 ms | request p99 ms | CPU p50 / p99 ms | full: p50 / p99 ms | calls/item "
         "| compaction p50 ms | compaction p99 ms | CPU p50 / p99 ms | full: p50 / p99 ms | calls/item |",
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES)
     parser.add_argument("--steps", type=int, default=100, help="incremental request steps per size")
-    parser.add_argument("--repeat", type=int, default=20, help="incremental compaction runs per size")
+    parser.add_argument("--repeat", type=int, default=100, help="incremental compaction runs per size")
     parser.add_argument("--reference-repeat", type=int, default=5, help="runs of the full recomputation")
     args = parser.parse_args(argv)
     load = machine()
