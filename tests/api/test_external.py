@@ -158,6 +158,7 @@ async def test_append_validation(client_a, api_stack):
         cases = [
             ({"items": []}, 422, "items"),
             ({"items": [{"kind": "user", "text": "x"}] * 101}, 422, "items"),
+            ({"items": [{"kind": "user", "text": "x" * 1_000_001}]}, 422, "text"),
             ({"items": [{"kind": "User!", "text": "x"}]}, 422, "kind"),
             ({"items": [{"kind": "user", "role": "wizard", "text": "x"}]}, 422, "role"),
             ({"items": [{"kind": "memory", "text": "x"}]}, 400, "cannot be appended"),

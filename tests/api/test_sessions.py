@@ -160,6 +160,8 @@ async def test_malformed_json_and_oversized_bodies(http):
     response = await http.post("/v1/sessions/ses-whatever/messages", content=huge,
                                headers={"Content-Type": "application/json"})
     assert response.status_code == 413 and error_of(response)["code"] == "too_large"
+    # it says what to do: the limit, and that a call can carry less
+    assert "2,097,152 bytes" in error_of(response)["message"] and "fewer items" in error_of(response)["message"]
 
     async def chunks():  # no Content-Length: counted while read
         for _ in range(40):

@@ -31,7 +31,7 @@ from temporalio.client import Client
 
 from activities.store import Store
 from activities.store_errors import StoreError
-from lanes_client.schemas import Health, Readiness
+from lanes_client.schemas import MAX_ITEM_CHARS, Health, Readiness
 from worker.api import context_routes, external_routes, ledger_routes, subagent_routes
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
@@ -142,8 +142,9 @@ class Guard:
             drained += len(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        response = _error_response(413, "too_large", f"request body is larger than {self.max_body} bytes; "
-                                                     "store big content in files or split it",
+        response = _error_response(413, "too_large", f"request body is larger than {self.max_body:,} bytes; send "
+                                                     "fewer items per call, or cut a tool output before sending it "
+                                                     f"(an item's text: at most {MAX_ITEM_CHARS:,} characters)",
                                    headers={"Connection": "close"})
         await response(scope, receive, send)
 
