@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from activities.store import Store
 from activities.store_errors import StoreError
-from worker.api.errors import ApiError, from_temporal, session_not_found, store_unavailable
+from worker.api.errors import ApiError, from_temporal, session_ended, session_not_found, store_unavailable
 from worker.sessions import through_handover
 from worker.settings import Settings, redact_url
 
@@ -175,7 +175,19 @@ class Backend:
             # a call that lands while the session continues as new is retried: clients never see it
             return await asyncio.wait_for(through_handover(lambda: call(handle), timeout), timeout)
         except Exception as exc:
-            raise from_temporal(exc, session_id, action) from None
+            error = from_temporal(exc, session_id, action)
+            if error.status == 404 and await self._has_ended(handle):
+                # an update admitted as the run completed comes back "not found" (the message varies
+                # with the server); the session exists, it has ended
+                error = session_ended(session_id, action)
+            raise error from None
+
+    async def _has_ended(self, handle: WorkflowHandle) -> bool:
+        try:
+            described = await asyncio.wait_for(handle.describe(), CHECK_TIMEOUT)
+        except Exception:  # gone too (retention), or unreachable: the 404 stands
+            return False
+        return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING
 
 
 def encode_cursor(row: SessionRow) -> str:

@@ -86,6 +86,14 @@ def session_not_found(session_id: str) -> ApiError:
     return not_found(f"session {session_id!r}")
 
 
+def session_ended(session_id: str, action: str) -> ApiError:
+    return ApiError(409, "session_ended", f"could not {action}: session {session_id!r} has ended")
+
+
+# Temporal's failure type for an update the run ended under after accepting it (a session
+# terminated mid-step: a closing session waits for its handlers).
+ACCEPTED_UPDATE_COMPLETED_WORKFLOW = "AcceptedUpdateCompletedWorkflow"
+
 # The SDK's own message for an update or query the workflow has no handler for (a session
 # started by an older version of the workflow): Temporal gives it no type of ours.
 _NO_HANDLER = re.compile(r"(handler for .* (expected but )?not found|unknown (update|query)|"
@@ -130,6 +138,8 @@ def from_temporal(error: BaseException, session_id: str, action: str) -> ApiErro
                                         "(is a worker polling its task queue?)")
     if isinstance(error, WorkflowUpdateFailedError):
         message, type_ = _root_message(error)
+        if type_ == ACCEPTED_UPDATE_COMPLETED_WORKFLOW:
+            return session_ended(session_id, action)
         return rejected(message, type_)
     if isinstance(error, WorkflowQueryRejectedError):
         return ApiError(409, "conflict", f"could not {action}: session {session_id!r} has ended")
@@ -145,7 +155,7 @@ def from_temporal(error: BaseException, session_id: str, action: str) -> ApiErro
     if isinstance(error, RPCError):
         if error.status == RPCStatusCode.NOT_FOUND:
             if "already completed" in error.message or "already finished" in error.message:
-                return ApiError(409, "session_ended", f"could not {action}: session {session_id!r} has ended")
+                return session_ended(session_id, action)
             return session_not_found(session_id)
         if error.status == RPCStatusCode.INVALID_ARGUMENT:
             return ApiError(400, "rejected", f"could not {action}: {error.message}")
