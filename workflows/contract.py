@@ -298,11 +298,15 @@ class AppendItemsRequest(BaseModel):
     # continue-as-new too); with another digest it is refused. No digest: one of the items.
     key: str | None = Field(default=None, min_length=1, max_length=200)
     digest: str | None = Field(default=None, max_length=128)
+    # A fresh id per API call, echoed by the result: Temporal answers an update id it has seen in
+    # the run with the first call's result, so a result naming another call answers a repeat.
+    call_id: str | None = Field(default=None, max_length=64)
 
 
 class AppendItemsResult(BaseModel):
     item_ids: list[str]
     repeated: bool = False  # the key was seen: nothing was appended again
+    call_id: str | None = None  # the call whose result this is
 
 
 class PreparedRequest(BaseModel):
@@ -343,12 +347,14 @@ class StepRequest(BaseModel):
     step_id: str | None = Field(default=None, min_length=1, max_length=200)
     digest: str | None = Field(default=None, max_length=128)
     usage: ReportedUsage | None = None
+    call_id: str | None = Field(default=None, max_length=64)  # as AppendItemsRequest.call_id
 
 
 class StepResult(BaseModel):
     item_ids: list[str]
     request: PreparedRequest
     repeated: bool = False  # the step id was seen: nothing was appended again
+    call_id: str | None = None  # the call whose result this is
 
 
 class EpisodeBegin(BaseModel):

@@ -204,10 +204,10 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         async with lane.lock:
             digest = (request.digest or items_digest(request.items)) if request.key else ""
             if (done := self.recent_calls.repeated(request.key, digest)) is not None:
-                return AppendItemsResult(item_ids=done.item_ids, repeated=True)
+                return AppendItemsResult(item_ids=done.item_ids, repeated=True, call_id=request.call_id)
             item_ids = [i.id for i in await self._append(lane, request.items)]
             self.recent_calls.record(request.key, digest, item_ids)
-        return AppendItemsResult(item_ids=item_ids)
+        return AppendItemsResult(item_ids=item_ids, call_id=request.call_id)
 
     @append_items.validator
     def validate_append_items(self, request: AppendItemsRequest) -> None:
@@ -240,7 +240,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
                 self.recent_calls.record(request.step_id, digest, item_ids)
             prepared = await self._prepare(lane)
         return StepResult(item_ids=item_ids if done is None else done.item_ids, request=prepared,
-                          repeated=done is not None)
+                          repeated=done is not None, call_id=request.call_id)
 
     @step.validator
     def validate_step(self, request: StepRequest) -> None:
@@ -250,9 +250,12 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
                              digest: str | None) -> None:
         self._check_mode("external", action)
         self._check_open(action)
+        if key is not None and self.recent_calls.repeated(key, digest or items_digest(items)) is not None:
+            # a repeat is answered from its record and appends nothing: its items were checked when
+            # first appended, and checked again now they would pair with themselves (a tool result
+            # "already answered")
+            return
         check_items(None if self.lane is None else self.lane.state, items)
-        if key is not None:
-            self.recent_calls.repeated(key, digest or items_digest(items))
 
     async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False) -> list[Item]:
         """Store the items and add them to the lane (callers hold the lock). Each user message

@@ -55,7 +55,7 @@ async def test_one_call_per_step_appends_and_returns_the_next_request(client_a):
     # a retried step (the answer was lost) stores nothing again and answers the same items
     before = await _raw(client_a, sid)
     again = await client_a.step(sid, _exchange(1), step_id="s-2")
-    assert again.item_ids == second.item_ids
+    assert again.item_ids == second.item_ids and again.repeated and not second.repeated
     assert await _raw(client_a, sid) == before
     # the same step id for another body is refused, naming the id
     await refused(client_a.step(sid, _exchange(2), step_id="s-2"), 422, "idempotency_key_reused", "s-2")
@@ -69,7 +69,7 @@ async def test_an_idempotency_key_reused_for_another_body_is_refused(client_a):
     sid = (await client_a.create_session(mode="external")).session_id
     first = await client_a.append_items(sid, [user_item("hello")], idempotency_key="k-1")
     same = await client_a.append_items(sid, [user_item("hello")], idempotency_key="k-1")
-    assert same.item_ids == first.item_ids
+    assert same.item_ids == first.item_ids and same.repeated and not first.repeated
     before = await _raw(client_a, sid)
     await refused(client_a.append_items(sid, [user_item("something else")], idempotency_key="k-1"),
                    422, "idempotency_key_reused", "k-1")
@@ -135,6 +135,15 @@ async def test_sessions_continue_as_new_under_a_client_that_does_not_notice(clie
     # Temporal's own deduplication of an update id holds within one run only)
     again = await client_a.step(sid, _exchange(30), step_id="30")
     assert again.repeated and len(again.item_ids) == 2 and await _raw(client_a, sid) == raw
+    # also a step of tool results only: checked again, its result would pair with itself
+    await client_a.step(sid, [assistant_item({"content": "", "tool_calls": [_call("late")]})], step_id="late-call")
+    answered = await client_a.step(sid, [tool_result_item("late", "bash", "late output", 0)], step_id="late-result")
+    for n in range(61, 73):  # past the next hand-over
+        await client_a.step(sid, _exchange(n), step_id=str(n))
+    assert len([r async for r in temporal_client.list_workflows(f'WorkflowId = "{sid}"')]) > len(runs)
+    raw = await _raw(client_a, sid)
+    retried = await client_a.step(sid, [tool_result_item("late", "bash", "late output", 0)], step_id="late-result")
+    assert retried.repeated and retried.item_ids == answered.item_ids and await _raw(client_a, sid) == raw
     async with httpx.AsyncClient(base_url=api_stack.base_url,
                                  headers={"Authorization": f"Bearer {api_stack.token_a}"}) as http:
         assert (await http.get(f"/v1/sessions/{sid}/status")).status_code == 200

@@ -53,6 +53,7 @@ from workflows.context.formats.responses_input import FormatError, from_response
 from workflows.context.usage import price_for
 from workflows.contract import (
     AppendItemsRequest,
+    AppendItemsResult,
     CondenseRequest,
     CondenseResult,
     EpisodeBegin,
@@ -207,6 +208,12 @@ async def _external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], ke
     return incoming
 
 
+def _repeated(result: AppendItemsResult | StepResult, call_id: str | None) -> bool:
+    """The workflow found the key in its record, or Temporal answered the update id from an
+    earlier call of this run (its result names that call)."""
+    return result.repeated or (result.call_id is not None and result.call_id != call_id)
+
+
 def _update_id(kind: str, key: str | None, digest: str | None) -> str | None:
     """Temporal deduplicates an update id within a run: the same key and body answer the first
     result; a different body gets its own id, so the workflow sees the reused key and refuses it."""
@@ -256,13 +263,15 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
         return AppendItemsOut(session_id=sid, item_ids=incoming.item_ids([], len(given)), repeated=True,
                               already_stored=incoming.already_stored)
     request = AppendItemsRequest(items=incoming.items, key=idempotency_key,
-                                 digest=None if idempotency_key is None else _digest(body.items, body.responses_items))
+                                 digest=None if idempotency_key is None else _digest(body.items, body.responses_items),
+                                 call_id=uuid.uuid4().hex)
     update_id = _update_id("append", idempotency_key, request.digest)
     result = await be.temporal(
         sid, "append the items", lambda h: h.execute_update(SessionWorkflow.append_items, request, id=update_id))
-    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(given))
+    repeated = _repeated(result, request.call_id)
+    item_ids = result.item_ids if repeated else incoming.item_ids(result.item_ids, len(given))
     return AppendItemsOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
-                          repeated=result.repeated, already_stored=incoming.already_stored)
+                          repeated=repeated, already_stored=incoming.already_stored)
 
 
 @router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
@@ -284,12 +293,13 @@ async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     incoming = await _external_items(be, sid, given, body.step_id)
     request = StepRequest(items=incoming.items, step_id=body.step_id,
                           digest=None if body.step_id is None else _digest(body.items, body.responses_items),
-                          usage=_reported(body.usage, row, be))
+                          usage=_reported(body.usage, row, be), call_id=uuid.uuid4().hex)
     update_id = _update_id("step", body.step_id, request.digest)
     result: StepResult = await be.temporal(
         sid, "take the step", lambda h: h.execute_update(SessionWorkflow.step, request, id=update_id))
-    item_ids = result.item_ids if result.repeated else incoming.item_ids(result.item_ids, len(given))
-    return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=result.repeated,
+    repeated = _repeated(result, request.call_id)
+    item_ids = result.item_ids if repeated else incoming.item_ids(result.item_ids, len(given))
+    return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=repeated,
                    already_stored=incoming.already_stored,
                    request=await _request_out(be, sid, result.request, body.format))
 
