@@ -113,6 +113,15 @@ async def test_client_item_ids_store_an_item_once_and_refuse_other_content(clien
     resent = await client_a.append_items(sid, [{"kind": "user", "text": "hello", "item_id": "u-1"}])
     assert resent.already_stored == ["u-1"] and resent.item_ids == first.item_ids and resent.repeated
 
+    # a retried step mixing an item stored before it, one it stored and one without a client id
+    # answers the same ids in the same places
+    mixed = [{"kind": "user", "text": "hello", "item_id": "u-1"}, {"kind": "note", "text": "m", "item_id": "m-1"},
+             {"kind": "note", "text": "plain"}]
+    stepped = await client_a.step(sid, mixed, step_id="mixed")
+    assert stepped.item_ids[0] == first.item_ids[0] and len(set(stepped.item_ids)) == 3
+    retried = await client_a.step(sid, mixed, step_id="mixed")
+    assert retried.repeated and retried.item_ids == stepped.item_ids
+
     stored = await _raw(client_a, sid)
     await refused(client_a.append_items(sid, [{"kind": "user", "text": "changed", "item_id": "u-1"}]), 409,
                    "item_id_conflict", "'u-1'", first.item_ids[0])

@@ -137,8 +137,11 @@ class Incoming:
     already_stored: list[str] = field(default_factory=list)
 
     def item_ids(self, appended: list[str], count: int) -> list[str]:
-        """The item id of each item of the call, in its order."""
-        new = iter(appended)
+        """The item id of each item of the call, in its order. ``appended``: the ids the session
+        gave the call's new items, or, for a repeated call, those of the first call, whose items
+        with a client id are known by now and so are taken from ``known``."""
+        known = set(self.known.values())
+        new = iter([item_id for item_id in appended if item_id not in known])
         return [self.known[n] if n in self.known else next(new) for n in range(count)]
 
 
@@ -269,7 +272,7 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
     result = await be.temporal(
         sid, "append the items", lambda h: h.execute_update(SessionWorkflow.append_items, request, id=update_id))
     repeated = _repeated(result, request.call_id)
-    item_ids = result.item_ids if repeated else incoming.item_ids(result.item_ids, len(given))
+    item_ids = incoming.item_ids(result.item_ids, len(given))
     return AppendItemsOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
                           repeated=repeated, already_stored=incoming.already_stored)
 
@@ -298,7 +301,7 @@ async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     result: StepResult = await be.temporal(
         sid, "take the step", lambda h: h.execute_update(SessionWorkflow.step, request, id=update_id))
     repeated = _repeated(result, request.call_id)
-    item_ids = result.item_ids if repeated else incoming.item_ids(result.item_ids, len(given))
+    item_ids = incoming.item_ids(result.item_ids, len(given))
     return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=repeated,
                    already_stored=incoming.already_stored,
                    request=await _request_out(be, sid, result.request, body.format))
