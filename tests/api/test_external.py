@@ -10,7 +10,7 @@ import pytest
 from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 from recordings import recorded_outputs
 from tests.api.stack import replay_body
-from tests.integration.test_worker_crash import comparable
+from tests.integration.test_worker_crash import comparable, twin_session_ids
 from workflows.context.ids import INLINE_TEXT_LIMIT
 from workflows.tools import REPLAY_TOOLS, tool_specs
 
@@ -53,8 +53,13 @@ async def drive_external_agent(client, session_id: str, trajectory, replay) -> i
             return turn
 
 
-async def test_external_agent_ends_with_the_context_hosted_mode_produces(client_a, trajectory, replay):
+async def test_external_agent_ends_with_the_context_hosted_mode_produces(client_a, trajectory, replay, monkeypatch):
+    # twin session ids: with ids of other shapes the two sessions' addresses count other tokens,
+    # and a compaction decided on a token's margin could differ for that reason alone
+    twins = iter(twin_session_ids())
+    monkeypatch.setattr("worker.api.routes.new_session_id", lambda prefix="ses": next(twins))
     hosted = await client_a.create_session(**replay_body(trajectory, replay, budget_tokens=BUDGET))
+    assert hosted.session_id.endswith("-0001")
     task = await client_a.send_message(hosted.session_id, trajectory.task)
     status = await client_a.wait_task(hosted.session_id, task.task_id, timeout=120)
     hosted_report = await client_a.context(hosted.session_id)

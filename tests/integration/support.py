@@ -67,10 +67,10 @@ def replay_config_for(session_id: str, trajectory: Trajectory, path: Path, serve
 
 async def run_replayed_session(client: Client, settings: Settings, trajectory: Trajectory,
                                server: ReplayModelServer, *, on_status=None, path: Path = LONG_TRAJECTORY,
-                               **overrides):
+                               session_id: str | None = None, **overrides):
     """Start a replayed session of the recording at ``path``, submit the recorded task, wait for
     it; returns (handle, status)."""
-    session_id = sessions.new_session_id("test")
+    session_id = session_id or sessions.new_session_id("test")
     config = replay_config_for(session_id, trajectory, path, server, **overrides)
     handle = await sessions.start_session(client, config, settings.task_queue)
     task_id = await sessions.submit(handle, trajectory.task)
