@@ -10,7 +10,7 @@ import pytest
 from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_item
 from recordings import recorded_outputs
 from tests.api.stack import replay_body
-from tests.integration.test_worker_crash import comparable, twin_session_ids
+from tests.integration.support import comparable, twin_session_ids
 from workflows.context.ids import INLINE_TEXT_LIMIT
 from workflows.tools import REPLAY_TOOLS, tool_specs
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from activities.tokens import count_tokens
 from recordings import Trajectory
 from tests.integration.scripted_model import tool_call
 from tests.recordings import LONG_TRAJECTORY
@@ -63,6 +64,28 @@ def replay_config_for(session_id: str, trajectory: Trajectory, path: Path, serve
                       **overrides) -> SessionConfig:
     """A session that replays the recording at ``path`` (already loaded as ``trajectory``)."""
     return sessions.replay_session_config(session_id, trajectory, path, server.base_url, **overrides)
+
+
+def twin_session_ids() -> tuple[str, str]:
+    """Two fresh session ids that differ in one digit only, so that every text quoting them (an
+    observation address, the checkpoint) counts the same tokens under both. Two sessions compared
+    under ids of other shapes could compact differently for that reason alone: a compaction is
+    decided on a token's margin (a kill -9 test failed so, now and then)."""
+    stem = sessions.new_session_id("test")
+    ids = (f"{stem}-0001", f"{stem}-0002")
+    addresses = [f"observation://obs-{i}-000084 ckpt-{i}-00001" for i in ids]
+    assert count_tokens(addresses[0], "replay") == count_tokens(addresses[1], "replay"), ids
+    return ids
+
+
+def comparable(report) -> list[tuple]:
+    """A session's context without its ids, for comparing two sessions run under twin ids
+    (:func:`twin_session_ids`): then generated text quoting their addresses, the checkpoint,
+    counts the same tokens under both, so every figure compares."""
+    return [
+        (i.seq, i.kind, i.lifecycle, i.projection, i.tokens, i.reason, i.size_chars)
+        for i in sorted(report.items, key=lambda i: i.seq)
+    ] + [(report.working_set_tokens, report.budget, report.compactions)]
 
 
 async def run_replayed_session(client: Client, settings: Settings, trajectory: Trajectory,

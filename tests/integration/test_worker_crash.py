@@ -9,43 +9,12 @@ from __future__ import annotations
 import signal
 import uuid
 
-from activities.tokens import count_tokens
-from tests.integration.support import run_replayed_session, spawn_worker
+from tests.integration.support import comparable, run_replayed_session, spawn_worker, twin_session_ids
 from worker import sessions
 from worker.local.stack import kill_process
 from workflows.session import SessionWorkflow
 
 KILL_AT_STEP = 20
-
-
-def twin_session_ids() -> tuple[str, str]:
-    """Two fresh session ids that differ in one digit only, so that every text quoting them (an
-    observation address, the checkpoint) has the same token count under both. With ids of other
-    shapes a compaction decided on a token's margin could differ between the two runs for that
-    reason alone, and this test compared them (it failed so, now and then)."""
-    stem = sessions.new_session_id("test")
-    ids = (f"{stem}-0001", f"{stem}-0002")
-    addresses = [f"observation://obs-{i}-000084 ckpt-{i}-00001" for i in ids]
-    assert count_tokens(addresses[0], "replay") == count_tokens(addresses[1], "replay"), ids
-    return ids
-
-
-GENERATED = {"checkpoint", "summary", "memory", "episodes"}
-
-
-def comparable(report, exact: bool = False) -> list[tuple]:
-    """A session's context without its ids.
-
-    Two sessions name their observations differently, and generated text (the checkpoint)
-    quotes those addresses: its token count may differ by a few tokens, its length may not.
-    ``exact``: twin ids (:func:`twin_session_ids`), so the tokens of generated text count too.
-    """
-    generated = 0 if exact else sum(i.tokens for i in report.items if i.kind in GENERATED)
-    return [
-        (i.seq, i.kind, i.lifecycle, i.projection, None if i.kind in GENERATED and not exact else i.tokens, i.reason,
-         i.size_chars)
-        for i in sorted(report.items, key=lambda i: i.seq)
-    ] + [(report.working_set_tokens - generated, report.budget, report.compactions)]
 
 
 async def test_session_survives_sigkill_of_its_worker(temporal_client, settings, trajectory, replay_server,
@@ -100,7 +69,7 @@ async def test_session_survives_sigkill_of_its_worker(temporal_client, settings,
     assert {r.item_id for r in lane} <= in_context | set(archived)
     assert crashed_report.compactions >= 1  # the budget forces the fallback during the run
     # and the final context equals that of an uninterrupted run of the same recording
-    assert comparable(crashed_report, exact=True) == comparable(clean_report, exact=True)
+    assert comparable(crashed_report) == comparable(clean_report)
     assert status.tasks[0].turns == clean_status.tasks[0].turns
     for handle in (crashed, clean):
         await handle.signal(SessionWorkflow.close)
