@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from _results import machine, sources_digest, update_block, write_json
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
 from worker.replay.policies import BEFORE_COST_PROFILE
-from worker.replay.simulator import default_jobs, engine_config, replay_paths
+from worker.replay.simulator import default_jobs, engine_config, largest_first, replay_paths
 from workflows.context.config import FALLBACK_PROFILE, NAMES_PROFILE
 
 # (label, options); options may depend on the budget (a callable of it)
@@ -127,7 +126,7 @@ def _file_fidelity(path: str, budget: int) -> dict[str, Fidelity]:
 def variants_fidelity(budget: int, data: str, jobs: int) -> dict[str, Fidelity]:
     """The fidelity of every variant over the folder (all replayed in lockstep per file, so the
     names of a step are extracted once)."""
-    files = sorted((str(f) for f, _ in trajectory_files([data])), key=lambda f: -os.path.getsize(f))
+    files = largest_first(str(f) for f, _ in trajectory_files([data]))
     totals = {label: Fidelity() for label, _ in VARIANTS}
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         for result in pool.map(_file_fidelity, files, [budget] * len(files)):

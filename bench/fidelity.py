@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -27,6 +26,7 @@ from run_replay_bench import folder_of
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
 from worker.replay.policies import BEFORE_COST_PROFILE
+from worker.replay.simulator import default_jobs, largest_first
 
 BUDGETS = [8_000, 16_000, 32_000, 64_000]
 FIXED = ["full", "masking-10"]  # budget-independent
@@ -102,7 +102,7 @@ def readme_block(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 8))
+    parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--data", default=str(DEFAULT_TRAJECTORY_ROOT))
     parser.add_argument("--budget", type=int, action="append", help="default: 8000, 16000, 32000 and 64000")
     parser.add_argument("--stride", type=int, default=1, help="count every S-th step only (all are planned)")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     load, code = machine(), sources_digest()  # before the run: the tree may change while it runs
     started = time.perf_counter()
     per_file: dict[str, dict[tuple[str, int], Fidelity]] = {}
-    order = sorted(files, key=lambda f: -os.path.getsize(f))  # longest first
+    order = largest_first(files)
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(replay_file, f, budgets, args.stride) for f in order]
         for done, future in enumerate(as_completed(futures), 1):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -26,7 +25,7 @@ from engine_sensitivity import VARIANTS, options_of
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Run, session_fidelity
 from worker.replay.held_out import FileFigures, Score, halves, score, select
-from worker.replay.simulator import default_jobs, replay_trajectory
+from worker.replay.simulator import default_jobs, largest_first, replay_trajectory
 
 BASELINE = "before the cost profile"
 PROFILE = "engine defaults"
@@ -48,7 +47,7 @@ def measure_file(path: str, budget: int) -> tuple[str, dict]:
 
 
 def measure(data: str, budget: int, jobs: int) -> dict[str, dict]:
-    files = sorted((str(f) for f, _ in trajectory_files([data])), key=lambda f: -os.path.getsize(f))
+    files = largest_first(str(f) for f, _ in trajectory_files([data]))
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         return dict(pool.map(measure_file, files, [budget] * len(files)))
 
