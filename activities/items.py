@@ -13,13 +13,14 @@ import json
 
 from pydantic import BaseModel, Field
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities import item_cache, metrics, token_memo
 from activities.events import EventSpec
 from activities.item_names import names_of
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, Store
-from activities.store_errors import ObservationNotFound
+from activities.store_errors import ItemConflict, ObservationNotFound
 from activities.store_rows import EventRow, ItemRow
 from activities.tokens import count_text_message_tokens
 from workflows import rejections
@@ -38,6 +39,8 @@ MEASURED_PROJECTIONS = (
     Projection.MINIMAL_REFERENCE,
 )
 DIGEST_CHARS = 100
+# An ingest whose ids hold other content (ApplicationError.type; details: next_free_seq, ids).
+ITEMS_CONFLICT = "ItemsConflict"
 ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
 
 
@@ -195,7 +198,13 @@ async def archive_if_oversized(store: Store, session_id: str, item: Item, conten
     return measured
 
 
-def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem | None = None) -> ItemRow:
+def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem | None = None,
+             usage: dict | None = None) -> ItemRow:
+    """The row of an item; ``usage``: what the provider reported for the call that made it (a
+    model's answer), kept so that a retry finding the answer stored reports the call once."""
+    stored = {"content": content.stored_fields(), "meta": item.model_dump(mode="json")}
+    if usage is not None:
+        stored["usage"] = usage
     return ItemRow(
         client_id=client.client_id if client else None,
         client_digest=client.client_digest if client else None,
@@ -204,7 +213,7 @@ def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem |
         seq=item.seq,
         kind=item.kind,
         role=item.role,
-        content={"content": content.stored_fields(), "meta": item.model_dump(mode="json")},
+        content=stored,
     )
 
 
@@ -240,10 +249,12 @@ async def store_items(store: Store, session_id: str, lane: str, pairs: list[tupl
 
 async def store_items_kept(store: Store, session_id: str, lane: str, pairs: list[tuple[Item, ItemContent]],
                            clients: list[ExternalItem] | None = None, events: list[EventRow] | None = None,
-                           observation: tuple[str, str, str] | None = None) -> list[tuple[Item, ItemContent]]:
+                           observation: tuple[str, str, str] | None = None,
+                           usage: dict | None = None) -> list[tuple[Item, ItemContent]]:
     """``store_items``, with the content that is stored: where a row already existed, its
-    content too (an earlier write's, not the one given)."""
-    rows = [item_row(item, content, lane, clients[n] if clients else None) for n, (item, content) in enumerate(pairs)]
+    content too (an earlier write's, not the one given). ``usage``: see ``item_row``."""
+    rows = [item_row(item, content, lane, clients[n] if clients else None, usage)
+            for n, (item, content) in enumerate(pairs)]
     inserted = await store.put_items_with_events(
         session_id, rows, [*(events or ()), *(item_event(item, lane) for item, _ in pairs)], observation)
     if inserted == len(rows):  # every row is this attempt's: no need to read them back
@@ -259,10 +270,20 @@ async def store_items_kept(store: Store, session_id: str, lane: str, pairs: list
 async def stored_item(store: Store, session_id: str, lane: str, item_id: str) -> tuple[Item, ItemContent] | None:
     """The item an earlier attempt already stored, its event log entry completed (that
     attempt may have died between the two writes); None when it was never stored."""
-    done = await load_item(store, session_id, item_id)
-    if done is not None:
-        await store.append_events(session_id, [item_event(done[0], lane)])
-    return done
+    done = await stored_answer(store, session_id, lane, item_id)
+    return None if done is None else done[:2]
+
+
+async def stored_answer(store: Store, session_id: str, lane: str,
+                        item_id: str) -> tuple[Item, ItemContent, dict | None] | None:
+    """``stored_item`` with the provider usage its row kept (None: stored without it)."""
+    rows = await store.get_items(session_id, [item_id])
+    row = rows.get(item_id)
+    if row is None:
+        return None
+    item, content = item_of(row)
+    await store.append_events(session_id, [item_event(item, lane)])
+    return item, content, row.content.get("usage")
 
 
 async def load_item(store: Store, session_id: str, item_id: str) -> tuple[Item, ItemContent] | None:
@@ -352,7 +373,12 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
     """Store the items an external agent appended and measure them.
 
     Content arrives inline or by reference to an observation the API already wrote;
-    tool output is archived as an observation either way, so it is recallable.
+    tool output is archived as an observation either way, so it is recallable. The items,
+    their observations and events are written in one transaction or not at all: ids that
+    already hold other content (seqs handed out by a workflow task that was lost) fail the
+    call with ``ITEMS_CONFLICT`` (non-retryable), naming the lane's next free seq, and the
+    workflow retries on free ids. An earlier attempt's rows of the same content are no
+    conflict: their stored metadata is answered.
     """
     store = (await get_runtime()).store
     count = len(inp.items)
@@ -361,14 +387,14 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                                       for n in range(count)]
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
     measured: list[tuple[Item, ItemContent]] = []
+    archives: list[tuple[str, str, str]] = []  # (obs id, item id, text) written with the items
     texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
     extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
     await _check_client_ids(store, inp.session_id, inp.items, item_ids)
     for offset, ext in enumerate(inp.items):
         seq = inp.first_seq + offset
         item_id = item_ids[offset]
-        text = texts[offset]
-        content = ItemContent(text=text or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
+        content = ItemContent(text=texts[offset] or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
                               tool_name=ext.tool_name, **extras[offset])
         calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
         item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
@@ -379,7 +405,7 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
             name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
             obs_id = ext.content_ref or obs_ids[offset]
             if ext.content_ref is None:
-                await store.put_observation(inp.session_id, obs_id, item_id, content.text)
+                archives.append((obs_id, item_id, content.text))
             item = item.model_copy(update={
                 "tool_name": ext.tool_name or name,
                 "tool_call_ids": [ext.tool_call_id] if ext.tool_call_id else [],
@@ -387,14 +413,31 @@ async def ingest_items(inp: IngestItemsInput) -> list[Item]:
                 "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
                 "observation_id": obs_id,
             })
-        item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
-                                          inp.bound_above_tokens, ext.content_ref or obs_ids[offset],
-                                          recall=inp.recall)
-        measured.append((item, content))
+        bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
+                               ext.content_ref or obs_ids[offset], inp.recall)
+        if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
+            archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
+        measured.append((bounded, content))
     events = [EventRow(**e.model_dump()) for e in inp.events]
-    stored = await store_items(store, inp.session_id, inp.lane, measured, inp.items, events)
+    rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
+    try:
+        inserted = await store.put_items_exactly(inp.session_id, inp.lane, rows,
+                                                 [*events, *(item_event(item, inp.lane) for item, _ in measured)],
+                                                 archives)
+    except ItemConflict as conflict:
+        raise ApplicationError(str(conflict), {"next_free_seq": conflict.next_free_seq, "ids": conflict.ids[:20]},
+                               type=ITEMS_CONFLICT, non_retryable=True) from None
+    kept = [item_of(row) for row in rows] if inserted == len(rows) else await _stored_pairs(store, inp.session_id, rows)
+    for item, content in kept:
+        item_cache.put(store.where, inp.session_id, item, content)
     metrics.observe_events(events)
-    return stored
+    return [item for item, _ in kept]
+
+
+async def _stored_pairs(store: Store, session_id: str, rows: list[ItemRow]) -> list[tuple[Item, ItemContent]]:
+    """The stored items of ``rows`` (an earlier attempt wrote some: its metadata wins)."""
+    stored = await store.get_items(session_id, [row.item_id for row in rows])
+    return [item_of(stored[row.item_id]) for row in rows]
 
 
 async def _check_client_ids(store: Store, session_id: str, items: list[ExternalItem], item_ids: list[str]) -> None:

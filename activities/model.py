@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.events import EventSpec
 from activities.heartbeat import heartbeating
-from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_items_kept, stored_item
+from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_items_kept, stored_answer
 from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.replay import follow_ups
 from activities.requests import PlanDelta, materialise, plan_entries, store_plan
@@ -170,10 +170,15 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
         # was lost. (A first attempt that finds the row stored anyway, e.g. after a reset of the
         # workflow, keeps the stored answer below: the first write wins.)
         done, request, _ = await asyncio.gather(
-            stored_item(store, inp.session_id, inp.lane, inp.response_item_id), materialising, writes)
-        if done is not None:
-            item, content = done
-            return _result(item, content, "tool_calls" if content.tool_calls else "stop", 0)
+            stored_answer(store, inp.session_id, inp.lane, inp.response_item_id), materialising, writes)
+        if done is not None:  # the call was made once: its usage, kept with the answer, is reported once
+            item, content, usage = done
+            result = _result(item, content, "tool_calls" if content.tool_calls else "stop", request.total_tokens)
+            if usage is not None:
+                result.usage = CallUsage.model_validate(usage)
+                result.prompt_tokens, result.cached_tokens = result.usage.prompt, result.usage.cached
+                metrics.observe_usage("agent", inp.model, result.usage)  # this process has not counted it
+            return result
     else:
         request, _ = await asyncio.gather(materialising, writes)
 
@@ -207,10 +212,13 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
         task=inp.task_id,
         tool_call_ids=[c.id for c in content.tool_calls],
     )
+    reported = getattr(response, "usage", None)
+    price = inp.price or price_for(runtime.settings.prices, inp.model)
+    usage = call_usage(reported, request.total_tokens, price)
     item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
                                       inp.bound_above_tokens, inp.observation_id, content_addressed=True)
-    [(item, content)] = await store_items_kept(store, inp.session_id, inp.lane, [(item, content)])
-    reported = getattr(response, "usage", None)
+    [(item, content)] = await store_items_kept(store, inp.session_id, inp.lane, [(item, content)],
+                                               usage=usage.model_dump(mode="json"))
     details = getattr(reported, "prompt_tokens_details", None)
     result = _result(
         item,
@@ -220,9 +228,8 @@ async def _call_model(inp: ModelCallInput) -> ModelCallResult:
         getattr(reported, "prompt_tokens", None),
         getattr(details, "cached_tokens", None),
     )
-    price = inp.price or price_for(runtime.settings.prices, inp.model)
-    result.usage = call_usage(reported, request.total_tokens, price)
-    metrics.observe_usage("agent", inp.model, result.usage)
+    result.usage = usage
+    metrics.observe_usage("agent", inp.model, usage)
     return result
 
 

@@ -31,6 +31,7 @@ import asyncpg
 
 from activities.store_errors import (
     CheckpointNotFound,
+    ItemConflict,
     ObservationConflict,
     ObservationNotFound,
     SessionNotFound,
@@ -105,6 +106,23 @@ def _where(dsn: str) -> str:
         return f"{parts.hostname or query.get('host', 'localhost')}:{parts.port or query.get('port', 5432)}"
     except ValueError:
         return "the configured server"
+
+
+def _taken_items(rows: list[ItemRow], stored: list[asyncpg.Record]) -> list[str]:
+    """Ids of ``rows`` that a stored row holds with other content (its exact content, kind,
+    role, lane or seq differ; measured metadata may differ between worker versions)."""
+    wanted = {r.item_id: r for r in rows}
+    by_place = {(r.lane, r.seq): r for r in rows}
+    taken = []
+    for row in stored:
+        ours = wanted.get(row["item_id"]) or by_place.get((row["lane"], row["seq"]))
+        if ours is None:
+            continue
+        same = (ours.item_id, ours.lane, ours.seq, ours.kind, ours.role) == \
+            (row["item_id"], row["lane"], row["seq"], row["kind"], row["role"])
+        if not same or decode_json(encode_json(ours.content.get("content"))) != (row["content"] or {}).get("content"):
+            taken.append(ours.item_id)
+    return taken
 
 
 # --- the store ----------------------------------------------------------------------
@@ -255,6 +273,63 @@ class Store:
         if len(inserted) < len(rows):
             await self._warn_item_conflicts(session_id, rows, {r["item_id"] for r in inserted})
         return len(inserted)
+
+    async def put_items_exactly(self, session_id: str, lane: str, rows: list[ItemRow], events: list[EventRow],
+                                observations: list[tuple[str, str, str]]) -> int:
+        """Store the items, their observations (obs id, item id, text) and events in one
+        transaction, or nothing: when an item id (or its lane and seq) or an observation id
+        already holds other content, raise :class:`ItemConflict` naming them and the lane's next
+        free seq. The same content already stored (an earlier attempt of the same write) is no
+        conflict. Returns how many items were new."""
+        encoded = [(obs_id, item_id, text, *encode_text(text)) for obs_id, item_id, text in observations]
+        digests = {obs_id: hashlib.sha256(data).hexdigest() for obs_id, _, _, data, _ in encoded}
+
+        async def write(c: asyncpg.Connection) -> int:
+            async with c.transaction():
+                # the events' lock (ids in commit order), which also orders two writes of one session
+                await c.execute("SELECT pg_advisory_xact_lock(hashtextextended('lanes.events:' || $1, 0))", session_id)
+                stored = await c.fetch(
+                    "SELECT item_id, lane, seq, kind, role, content FROM items WHERE session_id = $1"
+                    " AND (item_id = ANY($2::text[]) OR (lane = $3 AND seq = ANY($4::bigint[])))",
+                    session_id, [r.item_id for r in rows], lane, [r.seq for r in rows])
+                archived = await c.fetch("SELECT obs_id, session_id, sha256 FROM observations WHERE obs_id = ANY($1)",
+                                         list(digests))
+                taken = _taken_items(rows, stored) + [
+                    o["obs_id"] for o in archived if o["session_id"] != session_id or o["sha256"] != digests[o["obs_id"]]]
+                if taken:
+                    top = await c.fetchval("SELECT max(seq) FROM items WHERE session_id = $1 AND lane = $2",
+                                           session_id, lane)
+                    raise ItemConflict(taken, max(top if top is not None else -1, *(r.seq for r in rows)) + 1)
+                if encoded:
+                    await c.execute(
+                        """INSERT INTO observations (obs_id, session_id, item_id, text_content, bytes_content,
+                                                     size_chars, size_bytes, sha256)
+                           SELECT o.obs_id, $1, o.item_id, o.text_content, o.bytes_content, o.size_chars,
+                                  o.size_bytes, o.sha256
+                           FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bigint[],
+                                       $8::text[])
+                                AS o(obs_id, item_id, text_content, bytes_content, size_chars, size_bytes, sha256)
+                           ON CONFLICT DO NOTHING""",
+                        session_id, [e[0] for e in encoded], [e[1] for e in encoded],
+                        [e[2] if e[4] else None for e in encoded], [None if e[4] else e[3] for e in encoded],
+                        [len(e[2]) for e in encoded], [len(e[3]) for e in encoded], [digests[e[0]] for e in encoded])
+                inserted = await c.fetch(
+                    """INSERT INTO items (session_id, item_id, lane, seq, kind, role, content, client_id, client_digest)
+                       SELECT $1, * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[],
+                                                $7::jsonb[], $8::text[], $9::text[])
+                       ON CONFLICT DO NOTHING RETURNING item_id""",
+                    session_id, [r.item_id for r in rows], [r.lane for r in rows], [r.seq for r in rows],
+                    [r.kind for r in rows], [r.role for r in rows], [r.content for r in rows],
+                    [r.client_id for r in rows], [r.client_digest for r in rows])
+                await c.execute(
+                    """INSERT INTO events (session_id, lane, seq, event_id, kind, payload)
+                       SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::jsonb[])
+                       ON CONFLICT DO NOTHING""",
+                    session_id, [e.lane for e in events], [e.seq for e in events], [e.event_id for e in events],
+                    [e.kind for e in events], [e.payload for e in events])
+                return len(inserted)
+
+        return await self._run(write, session_id)
 
     async def _warn_item_conflicts(self, session_id: str, rows: list[ItemRow], new: set[str]) -> None:
         skipped = [r for r in rows if r.item_id not in new]

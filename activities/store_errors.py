@@ -34,3 +34,13 @@ class ObservationConflict(StoreError):
 
 class ToolSetNotFound(StoreError, LookupError):
     pass
+
+
+class ItemConflict(StoreError):
+    """Ids a write was given already hold other content: nothing of the write was stored.
+    ``next_free_seq``: the first seq of the lane past every stored item (where ids are free)."""
+
+    def __init__(self, ids: list[str], next_free_seq: int) -> None:
+        super().__init__(f"ids already taken by other content: {', '.join(ids[:10])}")
+        self.ids = ids
+        self.next_free_seq = next_free_seq

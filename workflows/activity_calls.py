@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import FailureError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities import condense, events, items, lanes, model, sessions, tools
@@ -93,6 +93,17 @@ async def ingest_items(inp: items.IngestItemsInput, local: bool = False) -> list
             items.ingest_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=summary)
     return await workflow.execute_activity(
         items.ingest_items, inp, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=summary)
+
+
+def conflict_free_seq(error: BaseException) -> int | None:
+    """The lane's next free seq when ``error`` is an ingest that found its ids taken
+    (``items.ITEMS_CONFLICT``), else None. A local activity's failure is its cause itself."""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    if not isinstance(cause, ApplicationError) or cause.type != items.ITEMS_CONFLICT or not cause.details:
+        return None
+    details = cause.details[0]
+    free = details.get("next_free_seq") if isinstance(details, dict) else None
+    return free if isinstance(free, int) else None
 
 
 async def measure_texts(model_name: str, texts: dict[str, str]) -> dict[str, int]:

@@ -154,6 +154,11 @@ class SubmitRequest(BaseModel):
 
     text: Any = None
     exhaustive: bool = False
+    # Idempotency (as AppendItemsRequest.key): the same key and digest answer the first call's
+    # task, across continue-as-new too; another digest is refused.
+    key: str | None = Field(default=None, min_length=1, max_length=200)
+    digest: str | None = Field(default=None, max_length=128)
+    call_id: str | None = Field(default=None, max_length=64)  # as AppendItemsRequest.call_id
 
 
 def submit_text_problem(value: object) -> str | None:
@@ -169,6 +174,8 @@ def submit_text_problem(value: object) -> str | None:
 
 class SubmitResult(BaseModel):
     task_id: str
+    repeated: bool = False  # the key was seen: the first call's task, nothing queued again
+    call_id: str | None = None  # the call whose result this is
 
 
 class TaskStatus(BaseModel):

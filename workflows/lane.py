@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.condense import CondensationInput, CondensationOutcome
@@ -40,6 +40,8 @@ RULES_2_PATCH = "engine-rules-2"
 # New sessions run with config.cost_profile (issue 16). Only at a session's start: it changes
 # the preview size items are measured with, so a restored run keeps its session's values.
 COST_PROFILE_PATCH = "cost-profile"
+# Stores of external items whose ids turned out taken (see store_external) before the call is refused.
+STORE_ATTEMPTS = 3
 
 
 def patched_engine_options() -> dict[str, bool | int]:
@@ -131,10 +133,16 @@ class Lane:
 
     async def store_external(self, items: list[ExternalItem], task_id: str | None, local: bool = False) -> list[Item]:
         """Items an external agent appended, stored and measured by an activity (not yet
-        added to the engine); ``local``: a local activity (the one-call step)."""
-        seqs = [self.next_seq() for _ in items]
-        return await calls.ingest_items(
-            IngestItemsInput(
+        added to the engine); ``local``: a local activity (steps of runs recorded before
+        STEP_ITEMS_ACTIVITY_PATCH).
+
+        Ids whose rows hold other content (seqs a lost workflow task of older code handed to
+        another call) are never written over: the activity stores nothing and names the lane's
+        next free seq, and the items are stored there instead (ids are derived from seqs)."""
+        events = self.take_pending_events()
+        for attempt in range(1, STORE_ATTEMPTS + 1):
+            seqs = [self.next_seq() for _ in items]
+            inp = IngestItemsInput(
                 session_id=self.data.session_id,
                 lane=self.data.lane,
                 model=self.data.model,
@@ -146,10 +154,19 @@ class Lane:
                 observation_ids=[self.observation_id(seq) for seq in seqs],
                 bound_above_tokens=self.bound_above_tokens,
                 recall=self.state.config.recall,
-                events=self.take_pending_events(),
-            ),
-            local,
-        )
+                events=events,
+            )
+            try:
+                return await calls.ingest_items(inp, local)
+            except (ActivityError, FailureError) as error:
+                free = calls.conflict_free_seq(error)
+                if free is None:
+                    raise
+                if attempt == STORE_ATTEMPTS:
+                    self.pending_events[:0] = events  # the call stored nothing: its events wait for the next
+                    raise rejections.store_conflict(inp.item_ids) from None
+                self.data.next_seq = max(self.data.next_seq, free)
+        raise AssertionError("unreachable")
 
     # --- requests ----------------------------------------------------------------------
 

@@ -30,11 +30,14 @@ UNPAIRED_TOOL_CALL = "UnpairedToolCall"
 KEY_REUSED = "IdempotencyKeyReused"
 # A client item id already names another item of the session (or other content).
 ITEM_ID_TAKEN = "ItemIdTaken"
+# The items' ids were taken by other content on every try (see Lane.store_external): nothing
+# of the call was stored; it can be sent again.
+STORE_CONFLICT = "StoreConflict"
 # The session is handing over to its next run (continue-as-new): the same call succeeds in a
 # moment, on the new run. Clients retry it (worker/sessions.py, the HTTP API does so itself).
 HANDING_OVER = "SessionHandingOver"
 REJECTION_TYPES = (INVALID_INPUT, CONFLICT, SESSION_CLOSED, WRONG_MODE, REQUEST_UNFIT, UNPAIRED_TOOL_CALL, KEY_REUSED,
-                   ITEM_ID_TAKEN, HANDING_OVER)
+                   ITEM_ID_TAKEN, STORE_CONFLICT, HANDING_OVER)
 
 # Queries cannot carry an error type (the client sees a message only): a query asked
 # while a run restores its checkpoint fails with a message holding this, which clients test for.
@@ -68,6 +71,14 @@ def request_unfit(reason: str) -> ApplicationError:
     return rejection(REQUEST_UNFIT, f"the next request does not fit the budget: {reason}")
 
 
+def unfit_after_store(unfit: ApplicationError, item_ids: list[str]) -> ApplicationError:
+    """A step whose items were stored but whose next request does not fit: the refusal names
+    the stored ids (details: ``item_ids``), so a client knows the step itself took effect."""
+    return ApplicationError(f"{unfit.message}; the step's items were stored all the same (item_ids "
+                            f"{', '.join(item_ids)}): do not send them again", {"item_ids": item_ids},
+                            type=REQUEST_UNFIT, non_retryable=True)
+
+
 def unpaired(message: str) -> ApplicationError:
     return rejection(UNPAIRED_TOOL_CALL, message)
 
@@ -80,6 +91,11 @@ def key_reused(key: str) -> ApplicationError:
 def item_id_taken(client_id: str, item_id: str) -> ApplicationError:
     return rejection(ITEM_ID_TAKEN, f"item_id {client_id!r} is already stored (as {item_id}) with other content; "
                                     "an item id names one item: send new content under a new id")
+
+
+def store_conflict(item_ids: list[str]) -> ApplicationError:
+    return rejection(STORE_CONFLICT, f"the items could not be stored: their ids ({', '.join(item_ids[:3])}...) were "
+                                     "taken by other content on every try; nothing was stored, send the call again")
 
 
 def handing_over(action: str) -> ApplicationError:

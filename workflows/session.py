@@ -68,6 +68,10 @@ CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
 # A new session's lane is published once its system prompt is stored (handlers waiting for it
 # run after that store, not during it).
 LANE_AFTER_SYSTEM_PROMPT_PATCH = "lane-after-system-prompt"
+# A step's items are stored by an activity, not a local activity: a local activity writes within
+# the workflow task that runs the update, and when that task is lost its rows stay while the
+# next task hands the same seqs to other content.
+STEP_ITEMS_ACTIVITY_PATCH = "step-items-activity"
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
 # events and 50 MB; it warns from 10,240 events).
 RUN_HISTORY_EVENTS = 8_000
@@ -122,16 +126,21 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
     @workflow.update
     async def submit(self, request: SubmitRequest) -> SubmitResult:
         self.updates_this_run += 1
+        if (done := self.recent_calls.repeated(request.key, request.digest or "")) is not None:
+            return SubmitResult(task_id=done.item_ids[0], repeated=True, call_id=request.call_id)
         task_id = self._new_task_id()
+        self.recent_calls.record(request.key, request.digest or "", [task_id])
         self.pending.append(PendingTaskRecord(task_id=task_id, text=request.text, exhaustive=request.exhaustive))
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="queued")
         if task_log.events_on():  # logged before the task can start (the lane exists once the session started)
             await task_log.log(self.lane or await self._ready_lane(), task_log.QUEUED, self.tasks[task_id])
-        return SubmitResult(task_id=task_id)
+        return SubmitResult(task_id=task_id, call_id=request.call_id)
 
     @submit.validator
     def validate_submit(self, request: SubmitRequest) -> None:
         self._check_mode("hosted", "submit")
+        if self.recent_calls.repeated(request.key, request.digest or "") is not None:
+            return  # answered from its record (also once the session closed)
         if (problem := submit_text_problem(request.text)) is not None:
             raise rejections.invalid_input(f"submit rejected: {problem}")
         self._check_open("submit")
@@ -236,11 +245,19 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             if done is None:
                 if request.usage is not None:  # before the items: its event goes with their activity
                     await self._record_reported_usage(lane, request.usage, defer=bool(request.items))
-                item_ids = [i.id for i in await self._append(lane, request.items, local=True)] if request.items else []
+                # runs recorded before the patch stored a step's items with a local activity, whose
+                # rows outlive a lost workflow task (and its seqs went to other content)
+                local = not workflow.patched(STEP_ITEMS_ACTIVITY_PATCH)
+                item_ids = [i.id for i in await self._append(lane, request.items, local=local)] if request.items else []
                 self.recent_calls.record(request.step_id, digest, item_ids)
-            prepared = await self._prepare(lane)
-        return StepResult(item_ids=item_ids if done is None else done.item_ids, request=prepared,
-                          repeated=done is not None, call_id=request.call_id)
+            stored = item_ids if done is None else done.item_ids
+            try:
+                prepared = await self._prepare(lane)
+            except ApplicationError as error:  # the items are stored: a refusal of the request says so
+                if error.type != rejections.REQUEST_UNFIT or not stored:
+                    raise
+                raise rejections.unfit_after_store(error, stored) from None
+        return StepResult(item_ids=stored, request=prepared, repeated=done is not None, call_id=request.call_id)
 
     @step.validator
     def validate_step(self, request: StepRequest) -> None:

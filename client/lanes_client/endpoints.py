@@ -2,9 +2,9 @@
 and the async client only carry these out (``lanes_client.client``).
 
 A :class:`Call` says whether it is ``safe`` to send again after an attempt that may have
-taken effect (see ``lanes_client.retry``). Appends are made safe here: every append or step
-gets an idempotency key (``Idempotency-Key`` header, ``step_id``) when the caller gave none,
-chosen once per logical call, so all its attempts carry the same one.
+taken effect (see ``lanes_client.retry``). Appends and messages are made safe here: every
+append, step or message gets an idempotency key (``Idempotency-Key`` header, ``step_id``)
+when the caller gave none, chosen once per logical call, so all its attempts carry the same one.
 """
 
 from __future__ import annotations
@@ -145,13 +145,16 @@ def cancel_session(session_id: str, *, terminate: bool = False, reason: str | No
 
 
 def send_message(session_id: str, text: str, *, wait: float | None = None,
-                 max_chars: int | None = None, exhaustive: bool = False) -> Call[MessageAccepted]:
+                 max_chars: int | None = None, exhaustive: bool = False,
+                 idempotency_key: str | None = None) -> Call[MessageAccepted]:
     """``wait``: wait up to this many seconds (at most 60) for the task to finish; ``task`` of
     the answer then holds its state and, once completed, its answer. ``exhaustive``: the task
-    may not end before its oversized input was read in full."""
+    may not end before its oversized input was read in full. ``idempotency_key`` (default: a
+    new one per call) makes retries safe: a repeat answers the first call's task."""
     body: dict[str, Any] = {"text": text, "exhaustive": True} if exhaustive else {"text": text}
     return Call("POST", session_path(session_id, "messages"), _model(MessageAccepted), json=body,
-                params={"wait": wait, "max_chars": max_chars}, safe=False)
+                params={"wait": wait, "max_chars": max_chars},
+                headers={"Idempotency-Key": idempotency_key or new_key()})
 
 
 def get_task(session_id: str, task_id: str, *, max_chars: int | None = None) -> Call[TaskOut]:

@@ -218,6 +218,8 @@ class TaskOut(TaskStatus):
 class MessageAccepted(BaseModel):
     session_id: str
     task_id: str
+    # The Idempotency-Key was seen with the same message: the first call's task, nothing queued again.
+    repeated: bool = False
     # With ?wait=: the task when the wait ended (finished: HTTP 200; still queued or running: 202).
     task: TaskOut | None = None
 

@@ -92,7 +92,11 @@ def test_appends_carry_a_key_per_logical_call_and_the_unsafe_calls_are_marked():
     assert first.safe and first.headers["Idempotency-Key"] != second.headers["Idempotency-Key"]
     assert api.append_items("s", [], idempotency_key="mine").headers["Idempotency-Key"] == "mine"
     assert api.step("s").json["step_id"] and api.step("s", step_id="k").json["step_id"] == "k"
-    unsafe: list[api.Call[Any]] = [api.create_session(), api.send_message("s", "t"), api.begin_episode("s", "e", "action", "g"),
+    # a message is keyed too: its retries answer the first call's task
+    message, other = api.send_message("s", "t"), api.send_message("s", "t")
+    assert message.safe and message.headers["Idempotency-Key"] != other.headers["Idempotency-Key"]
+    assert api.send_message("s", "t", idempotency_key="m").headers["Idempotency-Key"] == "m"
+    unsafe: list[api.Call[Any]] = [api.create_session(), api.begin_episode("s", "e", "action", "g"),
               api.end_episode("s", "e"), api.condense("s", {}), api.spawn_subagent("s", "b")]
     assert not any(call.safe for call in unsafe)
     assert all(call.safe for call in (api.status("s"), api.context("s"), api.cancel_session("s"), api.ready()))

@@ -21,6 +21,8 @@ import uuid
 from functools import partial
 from pathlib import Path
 
+import asyncpg
+
 from activities.store import close_stores
 from recordings import dump_trajectory, load_trajectory, synthetic_trajectory
 from tests.integration.subagent_script import child_trajectory, parent_trajectory, session_config, write_recordings
@@ -99,12 +101,24 @@ async def external(client, queue: str, name: str = "external") -> None:
     await save(client, session_id, name)
 
 
-async def external_steps(client, queue: str) -> None:
-    """One-call steps across continue-as-new (every 10 calls), a retried step, a keyed append."""
-    session_id = f"hist-external-steps-{uuid.uuid4().hex[:6]}"
+async def external_steps(client, queue: str, name: str = "external-steps", orphans_in: str | None = None) -> None:
+    """One-call steps across continue-as-new (every 10 calls), a retried step, a keyed append.
+    ``orphans_in`` (a DSN): rows of other content are put at the seqs the first tool step
+    takes, as a lost workflow task of older code left them, so the step stores past them."""
+    session_id = f"hist-{name}-{uuid.uuid4().hex[:6]}"
     config = SessionConfig(session_id=session_id, mode="external", budget_tokens=2_000, updates_per_run=10)
     handle = await sessions.start_session(client, config, queue)
     await handle.execute_update(SessionWorkflow.step, StepRequest(items=[ExternalItem(kind="user", text="Go.")]))
+    if orphans_in is not None:
+        next_seq = (await sessions.status(handle)).next_seq
+        conn = await asyncpg.connect(orphans_in)
+        try:
+            for seq in (next_seq, next_seq + 1):
+                await conn.execute("INSERT INTO items (session_id, item_id, lane, seq, kind, role, content) VALUES"
+                                   " ($1, $2, 'main', $3, 'user', 'user', '{\"content\": {\"text\": \"lost\"}}')",
+                                   session_id, f"itm-{seq:06d}", seq)
+        finally:
+            await conn.close()
     steps = [StepRequest(step_id=f"s{n}", items=[
         ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
             {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]),
@@ -117,7 +131,7 @@ async def external_steps(client, queue: str) -> None:
         items=[ExternalItem(kind="note", text="keep it short")], key="k1")))
     await handle.signal(SessionWorkflow.close)
     await handle.result()
-    await save(client, session_id, "external-steps")
+    await save(client, session_id, name)
 
 
 async def external_tasks(client, queue: str) -> None:
@@ -197,6 +211,9 @@ async def main(names: list[str]) -> None:
             "cost-profile-hosted": lambda: hosted(client, queue, "cost-profile-hosted", LONG_TRAJECTORY,
                                                   budget_tokens=4_000),
             "cost-profile-external": lambda: external(client, queue, "cost-profile-external"),
+            # issue 24: a step's items stored by an activity (patch step-items-activity), past ids
+            # a lost workflow task left taken
+            "step-items-activity": lambda: external_steps(client, queue, "step-items-activity", stack.dsn),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

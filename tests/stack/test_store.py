@@ -13,6 +13,7 @@ import pytest
 from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, Store, close_stores, get_store
 from activities.store_errors import (
     CheckpointNotFound,
+    ItemConflict,
     ObservationConflict,
     ObservationNotFound,
     SessionNotFound,
@@ -64,6 +65,32 @@ async def test_put_items_never_overwrites(store: Store, session: str, caplog: py
     stored = await store.get_items(session, ["i0", "other"])
     assert list(stored) == ["i0"] and stored["i0"].content["text"] == "original"
     assert "already taken by different content" in caplog.text and "CHANGED" not in caplog.text
+
+
+def stored_row(item_id: str, seq: int, text: str, meta: dict | None = None) -> ItemRow:
+    """A row as the activities write it: exact content beside the measured metadata."""
+    return ItemRow(item_id=item_id, lane="main", seq=seq, kind="user", role="user",
+                   content={"content": {"text": text}, "meta": meta or {"tokens": {"full": 3}}})
+
+
+async def test_an_exact_write_stores_everything_or_nothing(store: Store, session: str) -> None:
+    events = [EventRow(lane="main", seq=n, event_id=f"e-{n}", kind="item.added", payload={}) for n in (1, 2)]
+    first = [stored_row("i-1", 1, "one"), stored_row("i-2", 2, "two")]
+    assert await store.put_items_exactly(session, "main", first, events, [("obs-x-1", "i-1", "one")]) == 2
+    # an earlier attempt of the same write (metadata measured by another worker version): no conflict
+    again = [stored_row("i-1", 1, "one", {"tokens": {"full": 4}}), stored_row("i-2", 2, "two")]
+    assert await store.put_items_exactly(session, "main", again, events, [("obs-x-1", "i-1", "one")]) == 0
+    # other content under a taken id, seq or observation id: nothing of the write is stored
+    for rows, archives in (([stored_row("i-3", 3, "three"), stored_row("i-2", 2, "TWO")], []),
+                           ([stored_row("i-3", 3, "three"), stored_row("i-9", 1, "nine")], []),
+                           ([stored_row("i-3", 3, "three")], [("obs-x-1", "i-3", "not one")])):
+        with pytest.raises(ItemConflict) as conflict:
+            await store.put_items_exactly(session, "main", rows,
+                                          [EventRow(lane="main", seq=3, event_id="e-3", kind="item.added")], archives)
+        assert conflict.value.next_free_seq == 4 and conflict.value.ids
+        assert await store.item_ids(session) == ["i-1", "i-2"]
+        assert [e.event_id for e in await store.list_events(session)] == ["e-1", "e-2"]
+        assert (await store.read_observation(session, "obs-x-1", 0, 100)).text == "one"
 
 
 async def test_get_and_list_items(store: Store, session: str) -> None:

@@ -10,16 +10,32 @@ import base64
 import binascii
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    RPCTimeoutOrCancelledError,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store import Store
 from activities.store_errors import StoreError
-from worker.api.errors import ApiError, from_temporal, session_ended, session_not_found, store_unavailable
+from worker.api.errors import (
+    ApiError,
+    from_temporal,
+    is_recovering,
+    outcome_unknown,
+    session_ended,
+    session_not_found,
+    store_unavailable,
+)
 from worker.sessions import through_handover
 from worker.settings import Settings, redact_url
 
@@ -34,6 +50,10 @@ STORE_CONNECT_TIMEOUT = 1.0
 QUERY_TIMEOUT = 10.0  # a query on a session whose worker is down would wait a long time
 UPDATE_TIMEOUT = 60.0  # prepare_request may run a compaction (a few activities)
 CHECK_TIMEOUT = 3.0
+ATTEMPT_TIMEOUT = 20.0  # one wait for an update's outcome; then it is asked again under its id
+# RPC failures after which an update may or may not have been taken: asked again, same id.
+_UNSETTLED_STATUS = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
+                     RPCStatusCode.UNKNOWN, RPCStatusCode.INTERNAL, RPCStatusCode.ABORTED)
 
 
 @dataclass(frozen=True)
@@ -182,12 +202,56 @@ class Backend:
                 error = session_ended(session_id, action)
             raise error from None
 
+    async def update(self, session_id: str, action: str, update: Any, arg: Any = None, *, update_id: str | None = None,
+                     timeout: float = UPDATE_TIMEOUT) -> Any:
+        """Run the workflow update ``update`` once: under one update id (``update_id``, else a
+        new one), asked again while its outcome is unsettled (Temporal unreachable, an update
+        aborted before it was accepted, a wait that ran out): the server answers a seen id with
+        its first outcome, so the update is applied at most once and the answer is its own.
+        Refusals that admitted nothing (the session recovering from a lost workflow task) are
+        asked again too. When the outcome stays unsettled for ``timeout``: 503 ``outcome_unknown``
+        (the call may have been applied; only a keyed call can be sent again safely)."""
+        handle = await self.handle(session_id)
+        update_id = update_id or f"api-{uuid.uuid4().hex}"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        delay = 0.1
+        unsettled = False  # an attempt may have been admitted: the outcome is unknown until answered
+        args = () if arg is None else (arg,)
+        while True:
+            left = deadline - loop.time()
+            try:
+                return await asyncio.wait_for(through_handover(
+                    lambda: handle.execute_update(update, *args, id=update_id), left), min(ATTEMPT_TIMEOUT, left))
+            except Exception as exc:
+                unsettled = unsettled or _unsettled(exc)
+                if not _unsettled(exc) and not is_recovering(exc):
+                    error = from_temporal(exc, session_id, action)
+                    if error.status == 404 and await self._has_ended(handle):
+                        error = session_ended(session_id, action)
+                    raise error from None
+                if loop.time() + delay >= deadline:
+                    if not unsettled:  # refused every time, never admitted: nothing was applied
+                        raise from_temporal(exc, session_id, action) from None
+                    log.warning("update %s of %s unsettled after %.0f s: %r", update_id, session_id, timeout, exc)
+                    raise outcome_unknown(session_id, action) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
     async def _has_ended(self, handle: WorkflowHandle) -> bool:
         try:
             described = await asyncio.wait_for(handle.describe(), CHECK_TIMEOUT)
         except Exception:  # gone too (retention), or unreachable: the 404 stands
             return False
         return described.status is not None and described.status != WorkflowExecutionStatus.RUNNING
+
+
+def _unsettled(error: BaseException) -> bool:
+    """Whether an update that failed so may still have been (or be) applied."""
+    if isinstance(error, (TimeoutError, RPCTimeoutOrCancelledError, WorkflowUpdateRPCTimeoutOrCancelledError,
+                          ConnectionError)):
+        return True
+    return isinstance(error, RPCError) and error.status in _UNSETTLED_STATUS
 
 
 def encode_cursor(row: SessionRow) -> str:

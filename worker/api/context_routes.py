@@ -25,8 +25,8 @@ router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)
                                                                     "fit (the message names need, margin and ceiling)"}})
 async def add_capability(row: Owned, be: Be, body: CapabilityIn, response: Response) -> CapabilityOut:
     request = CapabilityRequest(name=body.name, kind=body.kind, scope=body.scope, text=body.content)
-    result: CapabilityResult = await be.temporal(
-        row.session_id, "admit the capability", lambda h: h.execute_update(SessionWorkflow.add_capability, request))
+    result: CapabilityResult = await be.update(row.session_id, "admit the capability", SessionWorkflow.add_capability,
+                                               request)
     if result.status != "admitted":
         response.status_code = 200
     return CapabilityOut(session_id=row.session_id, name=body.name, **result.model_dump())
@@ -37,8 +37,8 @@ async def add_capability(row: Owned, be: Be, body: CapabilityIn, response: Respo
              responses={200: {"model": NoteOut, "description": "refused: pinned content would exceed its share of "
                                                               "the budget (the message names the figures)"}})
 async def pin_note(row: Owned, be: Be, body: NoteIn, response: Response) -> NoteOut:
-    result: PinResult = await be.temporal(
-        row.session_id, "pin the note", lambda h: h.execute_update(SessionWorkflow.pin_note, PinRequest(text=body.text)))
+    result: PinResult = await be.update(row.session_id, "pin the note", SessionWorkflow.pin_note,
+                                        PinRequest(text=body.text))
     if result.status != "pinned":
         response.status_code = 200
     return NoteOut(session_id=row.session_id, **result.model_dump())

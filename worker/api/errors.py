@@ -40,6 +40,7 @@ REJECTION_STATUS: dict[str, tuple[int, str]] = {
     rejections.UNPAIRED_TOOL_CALL: (422, "unpaired_tool_call"),
     rejections.KEY_REUSED: (422, "idempotency_key_reused"),
     rejections.ITEM_ID_TAKEN: (409, "item_id_conflict"),
+    rejections.STORE_CONFLICT: (503, "store_conflict"),  # nothing was stored: safe to send again
     rejections.HANDING_OVER: (503, "handing_over"),  # only after the API's own retries ran out
 }
 
@@ -86,6 +87,29 @@ def session_not_found(session_id: str) -> ApiError:
     return not_found(f"session {session_id!r}")
 
 
+def outcome_unknown(session_id: str, action: str) -> ApiError:
+    """An update whose outcome could not be learnt: it may have been applied, or not."""
+    return ApiError(503, "outcome_unknown",
+                    f"could not {action}: session {session_id!r} did not settle the call in time; it may or may not "
+                    "have been applied. A call with an Idempotency-Key (a step with a step_id) is safe to send again "
+                    "with the same key and answers its outcome; without one, read the session (GET .../items, "
+                    "GET .../status) before sending it again", headers={"Retry-After": "2"})
+
+
+def is_recovering(error: BaseException) -> bool:
+    """Temporal refused an update while the session's workflow task is being retried (a worker
+    died in it, or it failed): the update was not admitted, and is taken once the task recovers."""
+    return isinstance(error, RPCError) and error.status == RPCStatusCode.FAILED_PRECONDITION \
+        and "Workflow Task in failed state" in error.message
+
+
+def recovering(session_id: str, action: str) -> ApiError:
+    return ApiError(503, "session_recovering",
+                    f"could not {action}: session {session_id!r} is recovering from a lost workflow task (a worker "
+                    "stopped in the middle of it); nothing was applied, send the call again shortly",
+                    headers={"Retry-After": "2"})
+
+
 def session_ended(session_id: str, action: str) -> ApiError:
     return ApiError(409, "session_ended", f"could not {action}: session {session_id!r} has ended")
 
@@ -117,11 +141,24 @@ def _root_message(error: BaseException) -> tuple[str, str | None]:
     return found
 
 
-def rejected(message: str, type_: str | None = None) -> ApiError:
+def _root_details(error: BaseException) -> list[dict[str, Any]] | None:
+    """The innermost application failure's details that are objects (e.g. stored item ids)."""
+    cause: BaseException | None = error
+    found = None
+    for _ in range(20):
+        if cause is None:
+            break
+        if isinstance(cause, ApplicationError):
+            found = [d for d in cause.details if isinstance(d, dict)] or None
+        cause = cause.__cause__ or getattr(cause, "cause", None)
+    return found
+
+
+def rejected(message: str, type_: str | None = None, details: list[dict[str, Any]] | None = None) -> ApiError:
     """A failed update: the status its rejection type maps to."""
     if type_ in REJECTION_STATUS:
         status, code = REJECTION_STATUS[type_]
-        return ApiError(status, code, message)
+        return ApiError(status, code, message, details=details)
     if _NO_HANDLER.search(message):
         return ApiError(409, "unsupported", f"this session's workflow does not support that operation: {message}")
     log.error("update failed without a rejection type (%s): %s", type_, message)
@@ -140,7 +177,7 @@ def from_temporal(error: BaseException, session_id: str, action: str) -> ApiErro
         message, type_ = _root_message(error)
         if type_ == ACCEPTED_UPDATE_COMPLETED_WORKFLOW:
             return session_ended(session_id, action)
-        return rejected(message, type_)
+        return rejected(message, type_, _root_details(error))
     if isinstance(error, WorkflowQueryRejectedError):
         return ApiError(409, "conflict", f"could not {action}: session {session_id!r} has ended")
     if isinstance(error, WorkflowQueryFailedError):
@@ -159,6 +196,8 @@ def from_temporal(error: BaseException, session_id: str, action: str) -> ApiErro
             return session_not_found(session_id)
         if error.status == RPCStatusCode.INVALID_ARGUMENT:
             return ApiError(400, "rejected", f"could not {action}: {error.message}")
+        if is_recovering(error):
+            return recovering(session_id, action)
         if error.status in (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.ALREADY_EXISTS):
             return ApiError(409, "conflict", f"could not {action}: {error.message}")
         if error.status == RPCStatusCode.RESOURCE_EXHAUSTED:

@@ -211,16 +211,24 @@ async def _external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], ke
     return incoming
 
 
-def _repeated(result: AppendItemsResult | StepResult, call_id: str | None) -> bool:
-    """The workflow found the key in its record, or Temporal answered the update id from an
-    earlier call of this run (its result names that call)."""
-    return result.repeated or (result.call_id is not None and result.call_id != call_id)
+def _repeated(result: AppendItemsResult | StepResult, call_id: str, keyed: bool) -> bool:
+    """The client's key was seen: the workflow found it in its record, or Temporal answered the
+    update id from an earlier call of this run (its result names that call). A call without a
+    key is one call however often the API asked (under a key of its own): never a repeat."""
+    return keyed and (result.repeated or (result.call_id is not None and result.call_id != call_id))
 
 
-def _update_id(kind: str, key: str | None, digest: str | None) -> str | None:
+def call_key(key: str | None, call_id: str) -> str:
+    """The key the workflow records the call under: the client's, else one of the API's own
+    for this call (a space: never a client key), so that asking again for an unsettled call
+    answers it instead of applying it twice, across continue-as-new too."""
+    return key if key is not None else f"api {call_id}"
+
+
+def _update_id(kind: str, key: str, digest: str) -> str:
     """Temporal deduplicates an update id within a run: the same key and body answer the first
     result; a different body gets its own id, so the workflow sees the reused key and refuses it."""
-    return None if key is None else f"{kind}-{hashlib.sha256(f'{key}:{digest}'.encode()).hexdigest()[:32]}"
+    return f"{kind}-{hashlib.sha256(f'{key}:{digest}'.encode()).hexdigest()[:32]}"
 
 
 async def _request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestFormat = "chat") -> PreparedRequestOut:
@@ -265,16 +273,16 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
     if not incoming.items:  # every item is stored already (a resent batch): nothing to append
         return AppendItemsOut(session_id=sid, item_ids=incoming.item_ids([], len(given)), repeated=True,
                               already_stored=incoming.already_stored)
-    request = AppendItemsRequest(items=incoming.items, key=idempotency_key,
-                                 digest=None if idempotency_key is None else _digest(body.items, body.responses_items),
-                                 call_id=uuid.uuid4().hex)
-    update_id = _update_id("append", idempotency_key, request.digest)
-    result = await be.temporal(
-        sid, "append the items", lambda h: h.execute_update(SessionWorkflow.append_items, request, id=update_id))
-    repeated = _repeated(result, request.call_id)
+    call_id = uuid.uuid4().hex
+    request = AppendItemsRequest(items=incoming.items, key=call_key(idempotency_key, call_id),
+                                 digest=_digest(body.items, body.responses_items), call_id=call_id)
+    assert request.key is not None and request.digest is not None
+    result: AppendItemsResult = await be.update(sid, "append the items", SessionWorkflow.append_items, request,
+                                                update_id=_update_id("append", request.key, request.digest))
     item_ids = incoming.item_ids(result.item_ids, len(given))
     return AppendItemsOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
-                          repeated=repeated, already_stored=incoming.already_stored)
+                          repeated=_repeated(result, call_id, idempotency_key is not None),
+                          already_stored=incoming.already_stored)
 
 
 @router.get("/sessions/{session_id}/request", response_model=PreparedRequestOut, tags=["external"],
@@ -282,8 +290,8 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
 async def next_request(row: Owned, be: Be,
                        format: Annotated[RequestFormat, Query(description=REQUEST_FORMAT_HELP)] = "chat",
                        ) -> PreparedRequestOut:
-    prepared: PreparedRequest = await be.temporal(
-        row.session_id, "prepare the next request", lambda h: h.execute_update(SessionWorkflow.prepare_request))
+    prepared: PreparedRequest = await be.update(row.session_id, "prepare the next request",
+                                                SessionWorkflow.prepare_request)
     return await _request_out(be, row.session_id, prepared, format)
 
 
@@ -293,16 +301,17 @@ async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     _check_key(body.step_id, "step_id")
     sid = row.session_id
     given = _incoming(body.items, body.responses_items)
-    incoming = await _external_items(be, sid, given, body.step_id)
-    request = StepRequest(items=incoming.items, step_id=body.step_id,
-                          digest=None if body.step_id is None else _digest(body.items, body.responses_items),
-                          usage=_reported(body.usage, row, be), call_id=uuid.uuid4().hex)
-    update_id = _update_id("step", body.step_id, request.digest)
-    result: StepResult = await be.temporal(
-        sid, "take the step", lambda h: h.execute_update(SessionWorkflow.step, request, id=update_id))
-    repeated = _repeated(result, request.call_id)
+    call_id = uuid.uuid4().hex
+    key = call_key(body.step_id, call_id)
+    incoming = await _external_items(be, sid, given, key)
+    request = StepRequest(items=incoming.items, step_id=key, digest=_digest(body.items, body.responses_items),
+                          usage=_reported(body.usage, row, be), call_id=call_id)
+    assert request.digest is not None
+    result: StepResult = await be.update(sid, "take the step", SessionWorkflow.step, request,
+                                         update_id=_update_id("step", key, request.digest))
     item_ids = incoming.item_ids(result.item_ids, len(given))
-    return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored, repeated=repeated,
+    return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
+                   repeated=_repeated(result, call_id, body.step_id is not None),
                    already_stored=incoming.already_stored,
                    request=await _request_out(be, sid, result.request, body.format))
 
@@ -342,8 +351,7 @@ async def list_items(row: Owned, be: Be,
              summary="Begin an episode (exploration, or action naming the explorations it depends on)")
 async def begin_episode(row: Owned, be: Be, body: EpisodeBeginIn) -> EpisodeAck:
     request = EpisodeBegin(episode_id=body.episode_id, kind=body.kind, goal=body.goal, depends_on=body.depends_on)
-    await be.temporal(row.session_id, "begin the episode",
-                      lambda h: h.execute_update(SessionWorkflow.begin_episode, request))
+    await be.update(row.session_id, "begin the episode", SessionWorkflow.begin_episode, request)
     return EpisodeAck(session_id=row.session_id, episode_id=body.episode_id, state="begun")
 
 
@@ -353,8 +361,7 @@ async def end_episode(row: Owned, be: Be,
                       episode_id: Annotated[str, Path(pattern=ITEM_ID_PATTERN, min_length=1, max_length=120)],
                       body: Annotated[EpisodeEndIn | None, Body()] = None) -> EpisodeAck:
     request = EpisodeEnd(episode_id=episode_id, conclusion=(body.conclusion if body else None))
-    await be.temporal(row.session_id, "end the episode",
-                      lambda h: h.execute_update(SessionWorkflow.end_episode, request))
+    await be.update(row.session_id, "end the episode", SessionWorkflow.end_episode, request)
     return EpisodeAck(session_id=row.session_id, episode_id=episode_id, state="ended")
 
 
@@ -362,6 +369,6 @@ async def end_episode(row: Owned, be: Be,
              summary="condense_context: replace old history by a bounded memory (deterministic)")
 async def condense(row: Owned, be: Be, body: CondenseIn) -> CondenseOut:
     request = CondenseRequest(memory=body.memory.model_dump())
-    result: CondenseResult = await be.temporal(
-        row.session_id, "condense its context", lambda h: h.execute_update(SessionWorkflow.condense_context, request))
+    result: CondenseResult = await be.update(row.session_id, "condense its context", SessionWorkflow.condense_context,
+                                             request)
     return CondenseOut(session_id=row.session_id, **result.model_dump())

@@ -5,9 +5,11 @@ is 404 for every other tenant, with everything under it."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import re
+import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -54,6 +56,7 @@ from workflows.contract import (
     SubmitRequest,
     SubmitResult,
 )
+from workflows.external_calls import json_digest
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.api")
@@ -206,11 +209,22 @@ async def send_message(
                                         description="wait up to this many seconds for the task to finish: 200 with "
                                                     "the task and its answer, else 202 with the task still running")] = None,
     max_chars: MaxChars = 65_536,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> MessageAccepted:
-    result: SubmitResult = await be.temporal(
-        row.session_id, "accept the message",
-        lambda h: h.execute_update(SessionWorkflow.submit, SubmitRequest(text=body.text, exhaustive=body.exhaustive)))
-    accepted = MessageAccepted(session_id=row.session_id, task_id=result.task_id)
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        raise ApiError(400, "rejected", "Idempotency-Key must be 1-200 printable ASCII characters without spaces")
+    # keyed by the client's key, else by one of the API's own: asking again for an unsettled
+    # submit answers its task instead of queueing a second one
+    call_id = uuid.uuid4().hex
+    key = idempotency_key or f"api {call_id}"
+    digest = json_digest({"text": body.text, "exhaustive": body.exhaustive})
+    request = SubmitRequest(text=body.text, exhaustive=body.exhaustive, key=key, digest=digest, call_id=call_id)
+    result: SubmitResult = await be.update(
+        row.session_id, "accept the message", SessionWorkflow.submit, request,
+        update_id=f"submit-{hashlib.sha256(f'{key}:{digest}'.encode()).hexdigest()[:32]}")
+    # a repeat: the workflow's record, or Temporal answering the update id with an earlier call's result
+    repeated = idempotency_key is not None and (result.repeated or result.call_id != call_id)
+    accepted = MessageAccepted(session_id=row.session_id, task_id=result.task_id, repeated=repeated)
     if wait is not None:
         task = await wait_for_task(be, row.session_id, result.task_id, wait)
         accepted.task = await task_out(be, row.session_id, task, max_chars)

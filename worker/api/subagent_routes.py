@@ -24,8 +24,8 @@ router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)
 @router.post("/sessions/{session_id}/subagents", status_code=201, response_model=SpawnResult, tags=["subagents"],
              summary="Start a subagent lane: it forks from the session's current request and hands off into it")
 async def spawn_subagent(row: Owned, be: Be, body: SpawnRequest) -> SpawnResult:
-    return await be.temporal(row.session_id, "start a subagent",
-                             lambda h: h.execute_update(SessionWorkflow.spawn_subagent, body))
+    result: SpawnResult = await be.update(row.session_id, "start a subagent", SessionWorkflow.spawn_subagent, body)
+    return result
 
 
 @router.get("/sessions/{session_id}/subagents", response_model=list[ChildLane], tags=["subagents"],
