@@ -30,7 +30,7 @@ class PathRefused(ValueError):
 
 @dataclass(frozen=True)
 class Listing:
-    files: list[str]  # workspace-relative paths of regular files, sorted, at most ``limit``
+    files: list[str]  # workspace-relative paths of regular files (one link each), sorted, at most ``limit``
     found: int  # regular files seen
     complete: bool  # every entry was scanned (False: the scan stopped at its bound)
 
@@ -44,16 +44,18 @@ def parts_of(path: str) -> list[str]:
         raise PathRefused(f"path {path!r} is outside the workspace (use a workspace-relative path)")
     parts = [part for part in path.split("/") if part not in ("", ".")]
     if ".." in parts:
-        raise PathRefused(f"path {path!r} has a '..' component; name files from the workspace down")
+        raise PathRefused(f"path {path!r} leads outside the workspace: '..' is not allowed (name files from the "
+                          "workspace down)")
     return parts
 
 
+_KINDS = ((stat.S_ISREG, "a file"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link"),
+          (stat.S_ISDIR, "a directory"))
+
+
 def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file or directory")
 
 
 class Beneath:
@@ -97,6 +99,9 @@ class Beneath:
                 return error
             if stat.S_ISLNK(found.st_mode):
                 return PathRefused(f"{shown} is a symbolic link; the file tools do not follow links")
+            if wanted == "a regular file":
+                return PathRefused(f"{shown} is {kind_of(found.st_mode)}; the file tools read and write regular "
+                                   "files only")
             return PathRefused(f"{shown} is {kind_of(found.st_mode)}, not {wanted}")
         return error
 
@@ -201,7 +206,7 @@ class Beneath:
         found = scanned = 0
         for name, entry in self.walk(path, max_entries):
             scanned += 1
-            if stat.S_ISREG(entry.st_mode):
+            if stat.S_ISREG(entry.st_mode) and entry.st_nlink == 1:  # what read_file reads
                 found += 1
                 if len(files) < limit:
                     files.append(name)

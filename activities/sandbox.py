@@ -19,22 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import functools
+import dataclasses
+import hashlib
 import os
 import shutil
 import signal
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 SANDBOX_UID = 1000  # the command's uid/gid inside the sandbox
-# Host uid/gid the sandbox runs as when the worker is root. In a user namespace the
-# sandbox's uid maps to the uid that started bwrap; mapped to host root it could chmod the
-# host's /dev/null (a bind of the real inode, which it would own) and RLIMIT_NPROC would
-# not apply (the kernel exempts root). No account should use this id on the host.
+# Host uid/gid a root worker's availability probe runs as. In a user namespace the sandbox's
+# uid maps to the uid that started bwrap; mapped to host root it could chmod the host's
+# /dev/null (a bind of the real inode, which it would own) and RLIMIT_NPROC would not apply
+# (the kernel exempts root). No account should use these ids on the host.
 ID_WHEN_ROOT = 64999
+# A root worker runs each session's sandbox as a host uid of its own, drawn from this range
+# by the session (its workspace's name): RLIMIT_NPROC counts a uid's processes across user
+# namespaces, so one session's fork bomb exhausts only its own count. Two sessions share a
+# uid (and so a process limit) only when their names hash alike: about 1 in 16 million.
+SESSION_UIDS = range(1 << 20, (1 << 20) + (1 << 24))
+QUOTA_POLL_SECONDS = 0.25  # how often a running command's workspace is measured
+MAX_MEASURED = 200_000  # entries a workspace measurement walks at most
+PROBE_RETRY_SECONDS = 30.0  # a failed availability probe is tried again after this
 # One execve argument is at most MAX_ARG_STRLEN (32 pages) bytes, or bash -c fails (E2BIG).
 MAX_COMMAND_BYTES = 131_071
 _PASSWD = f"sandbox:x:{SANDBOX_UID}:{SANDBOX_UID}:sandbox:/workspace:/bin/bash\n" \
@@ -89,20 +99,31 @@ def _executable(name: str) -> str:
     return found
 
 
-def _ids() -> tuple[int, int] | None:
-    """The host uid/gid to drop to before bwrap, or None to keep the worker's own."""
-    return (ID_WHEN_ROOT, ID_WHEN_ROOT) if os.geteuid() == 0 else None
+def session_uid(workspace: Path) -> int:
+    """The host uid of a session's sandbox under a root worker (see SESSION_UIDS)."""
+    digest = hashlib.sha256(workspace.name.encode("utf-8", "surrogatepass")).digest()
+    return SESSION_UIDS[int.from_bytes(digest[:8], "big") % len(SESSION_UIDS)]
 
 
-def _limits(limits: SandboxLimits) -> list[str]:
+def _ids(workspace: Path | None = None) -> tuple[int, int] | None:
+    """The host uid/gid to drop to before bwrap (the session's, or the probe's without a
+    workspace), or None to keep the worker's own (it is not root: it cannot change uid)."""
+    if os.geteuid() != 0:
+        return None
+    uid = ID_WHEN_ROOT if workspace is None else session_uid(workspace)
+    return uid, uid
+
+
+def _limits(limits: SandboxLimits, max_file_bytes: int | None = None) -> list[str]:
     # Set by prlimit(1) between the fork and bwrap's exec (no Python runs in the child),
     # inherited by every process in the sandbox; they cannot be raised (no capability in
     # the host's user namespace). RLIMIT_NPROC counts the processes of the *host* uid the
-    # sandbox maps to, across user namespaces: all concurrent sandboxes share it, and
-    # with a non-root worker so do the worker's own threads. For host root it is not
-    # enforced at all, which is one reason a root worker drops to ID_WHEN_ROOT.
+    # sandbox maps to, across user namespaces: a root worker gives each session a uid of its
+    # own (session_uid); a non-root worker's sandboxes all share its uid, and so the limit,
+    # with the worker's own threads. For host root it is not enforced at all.
+    file_bytes = limits.max_file_bytes if max_file_bytes is None else min(limits.max_file_bytes, max_file_bytes)
     return [f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",  # SIGXCPU, then SIGKILL
-            f"--as={limits.memory_bytes}", f"--fsize={limits.max_file_bytes}",
+            f"--as={limits.memory_bytes}", f"--fsize={file_bytes}",
             f"--nproc={limits.max_processes}", f"--nofile={limits.max_open_files}", "--core=0"]
 
 
@@ -137,9 +158,24 @@ def _bwrap_args(policy: SandboxPolicy, workspace: Path, data_fds: dict[str, int]
     return args
 
 
-def _argv(policy: SandboxPolicy, workspace: Path, data_fds: dict[str, int], command: str) -> list[str]:
-    return [_executable("prlimit"), *_limits(policy.limits), "--",
-            _executable("bwrap"), *_bwrap_args(policy, workspace, data_fds), "--", "bash", "-c", command]
+def _argv(policy: SandboxPolicy, args_fd: int, command: str, max_file_bytes: int | None = None) -> list[str]:
+    """prlimit, then bwrap reading its options from ``args_fd`` (see _args_file): inside, the
+    sandbox's pid 1 is a copy of bwrap, whose /proc/1/cmdline would otherwise show every host
+    path it binds. (bwrap takes the command itself only from its command line.)"""
+    return [_executable("prlimit"), *_limits(policy.limits, max_file_bytes), "--", _executable("bwrap"),
+            "--args", str(args_fd), "--", "bash", "-c", command]
+
+
+def _args_file(policy: SandboxPolicy, workspace: Path, data_fds: dict[str, int]) -> int:
+    """A memory file holding bwrap's options, NUL-separated, read from the start."""
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+    payload = b"".join(arg.encode("utf-8", "surrogateescape") + b"\0"
+                       for arg in _bwrap_args(policy, workspace, data_fds))
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _data_pipes() -> dict[str, int]:
@@ -251,13 +287,16 @@ def _check_command(command: str) -> None:
                          f"bytes (write long content with a file tool instead)")
 
 
-async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy()) -> SandboxResult:
+async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy(), *,
+                        quota_bytes: int | None = None) -> SandboxResult:
     """Run ``bash -c command`` in the sandbox with ``workspace`` at /workspace.
 
-    A root worker first hands the workspace tree over to ID_WHEN_ROOT (chown; files with
-    several hard links excepted), and its path must be searchable by that uid. Raises
-    SandboxUnavailable when the sandbox cannot run here, ValueError for a command with a
-    NUL byte or longer than MAX_COMMAND_BYTES.
+    A root worker first hands the workspace tree over to the session's uid (``session_uid``;
+    chown, files with several hard links excepted), and its path must be searchable by that
+    uid. ``quota_bytes``: the command is stopped once the workspace takes more than that on
+    disk (or than it took before, when it was over already). Raises SandboxUnavailable when
+    the sandbox cannot run here, ValueError for a command with a NUL byte or longer than
+    MAX_COMMAND_BYTES.
     """
     _check_command(command)
     problem = sandbox_problem()
@@ -265,17 +304,51 @@ async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = S
         raise SandboxUnavailable(problem)
     workspace = workspace.resolve()
     workspace.mkdir(parents=True, exist_ok=True)
-    ids = _ids()
+    ids = _ids(workspace)
     if ids is not None:
         await asyncio.to_thread(_hand_over, workspace, ids)
+    limit = None if quota_bytes is None else max(quota_bytes, await asyncio.to_thread(_usage, workspace))
     data = _data_pipes()
+    args = _args_file(policy, workspace, data)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *_argv(policy, workspace, data, command), **_spawn_kwargs(ids, list(data.values())))
+            *_argv(policy, args, command, limit), **_spawn_kwargs(ids, [*data.values(), args]))
     finally:
-        for fd in data.values():
+        for fd in [*data.values(), args]:
             os.close(fd)
-    return await _collect(proc, policy.limits)
+    over = asyncio.Event()
+    watcher = None if limit is None else asyncio.create_task(_watch_quota(proc, workspace, limit, over))
+    try:
+        result = await _collect(proc, policy.limits)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+    if over.is_set():
+        result = dataclasses.replace(result, text=result.text + (
+            f"\n[the workspace passed its limit of {(quota_bytes or 0) / 2**20:.0f} MiB: the command and every process "
+            "it started were stopped; delete files to make room]"))
+    return result
+
+
+def _usage(workspace: Path) -> int:
+    from activities.beneath import Beneath  # the file tools' walker: never follows a link
+
+    return Beneath(str(workspace)).usage(MAX_MEASURED)
+
+
+async def _watch_quota(proc: asyncio.subprocess.Process, workspace: Path, limit: int, over: asyncio.Event) -> None:
+    """Kill the sandbox once the workspace takes more than ``limit`` bytes on disk. What it
+    writes between two measurements still lands (RLIMIT_FSIZE bounds each file)."""
+    while proc.returncode is None:
+        await asyncio.sleep(QUOTA_POLL_SECONDS)
+        try:
+            used = await asyncio.to_thread(_usage, workspace)
+        except OSError:
+            continue  # a directory removed mid-walk: measured again next time
+        if used > limit:
+            over.set()
+            _kill(proc)
+            return
 
 
 async def run_unconfined(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy()) -> SandboxResult:
@@ -329,9 +402,21 @@ async def _collect(proc: asyncio.subprocess.Process, limits: SandboxLimits) -> S
     return SandboxResult(text, exit_code, timed_out, out.seen, truncated)
 
 
-@functools.cache
+_probed: tuple[float, str | None] | None = None  # (when, result) of the last availability probe
+
+
 def sandbox_problem() -> str | None:
-    """None when the sandbox works here, else why not (probed once per process)."""
+    """None when the sandbox works here, else why not. A success is kept for the process's
+    life; a failure (a missing package, or a moment when no process could start) is probed
+    again after PROBE_RETRY_SECONDS."""
+    global _probed
+    now = time.monotonic()
+    if _probed is None or (_probed[1] is not None and now - _probed[0] >= PROBE_RETRY_SECONDS):
+        _probed = (now, _probe())
+    return _probed[1]
+
+
+def _probe() -> str | None:
     try:
         _executable("prlimit"), _executable("bwrap")
     except SandboxUnavailable as error:
@@ -341,15 +426,18 @@ def sandbox_problem() -> str | None:
         workspace = Path(tmp)
         workspace.chmod(0o755)
         data = _data_pipes()
+        args = -1
         try:
             _hand_over(workspace, ids)
-            done = subprocess.run(_argv(SandboxPolicy(), workspace, data, "echo sandbox-ok"),
-                                  **_spawn_kwargs(ids, list(data.values())), timeout=30)
+            args = _args_file(SandboxPolicy(), workspace, data)
+            done = subprocess.run(_argv(SandboxPolicy(), args, "echo sandbox-ok"),
+                                  **_spawn_kwargs(ids, [*data.values(), args]), timeout=30)
         except (OSError, subprocess.SubprocessError, SandboxUnavailable) as error:
             return f"the sandbox could not start ({error}); {_FIX}"
         finally:
-            for fd in data.values():
-                os.close(fd)
+            for fd in [*data.values(), args]:
+                if fd >= 0:
+                    os.close(fd)
     output = done.stdout.decode(errors="replace").strip()
     if done.returncode != 0 or output != "sandbox-ok":
         return f"bubblewrap failed (exit {done.returncode}: {output[-500:]!r}); {_FIX}"

@@ -117,7 +117,8 @@ async def _execute(inp: ToolRunInput, runtime: Runtime, arguments: str) -> tuple
                          "started_at": started.isoformat()})])
             return _interrupted(inp, started), "tool", None
     workspace = Workspace(runtime.workspace_root / inp.session_id, SandboxPolicy(network=inp.network),
-                          unsafe_unconfined=runtime.settings.unsafe_no_sandbox)
+                          unsafe_unconfined=runtime.settings.unsafe_no_sandbox,
+                          quota_bytes=runtime.settings.workspace_quota_bytes)
     return await workspace.run(inp.tool_name, arguments), "tool", None
 
 

@@ -3,8 +3,11 @@
 ``bash`` runs in the bubblewrap sandbox (``activities/sandbox.py``): only the session's
 workspace is visible and writable, no network unless the session allows it, no ancestor's
 environment, resource limits, output capped while it streams. The file tools run in the
-worker, on paths resolved inside the workspace (no escape through ``..`` or symlinks),
-reading and listing only as much as they return.
+worker, off its event loop and within a deadline, opening every path beneath the workspace
+one component at a time without following links (``activities/beneath.py``), only regular
+files and directories, reading and listing only as much as they return. A workspace has a
+size limit (``quota_bytes``): a write past it is refused, a command growing it past it is
+stopped.
 
 Whatever is wrong with a call's input or its execution is an answer for the model (a
 result with a non-zero exit code), never an activity failure: a malformed call cannot
@@ -13,14 +16,16 @@ wedge a session. Only a missing sandbox fails the task, naming what is missing.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import stat
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio.exceptions import ApplicationError
 
+from activities.beneath import Beneath, PathRefused, parts_of
 from activities.sandbox import (
     SandboxPolicy,
     SandboxUnavailable,
@@ -31,6 +36,13 @@ from activities.sandbox import (
 )
 from workflows.tools import BASH_TOOL, LIST_FILES_TOOL, READ_FILE_TOOL, WRITE_FILE_TOOL
 
+DEFAULT_QUOTA_BYTES = 1 << 30  # what a workspace may take on disk (LANES_WORKSPACE_QUOTA_BYTES)
+FILE_TOOL_SECONDS = 30.0  # a file tool call's deadline
+# File tools run here, not on the event loop: a call that blocks in the kernel holds one of
+# these threads, never the worker (nor the default executor other work uses).
+_FILE_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lanes-file-tools")
+USAGE_TTL = 5.0  # seconds a workspace's measured size is reused by the file tools
+_measured: dict[str, tuple[float, int]] = {}  # workspace -> (when measured, bytes): this process's writes
 MAX_FILE_CHARS = 400_000  # read_file returns at most this much of a file
 MAX_WRITE_CHARS = 4_000_000
 MAX_LISTED = 2_000
@@ -78,57 +90,62 @@ def _text_argument(args: dict, key: str, *, allow_empty: bool = False) -> str:
 
 
 class Workspace:
-    def __init__(self, root: Path, policy: SandboxPolicy | None = None, *, unsafe_unconfined: bool = False) -> None:
+    """The live tools of one session's workspace. ``quota_bytes``: what the workspace may take
+    on disk; ``host_uid``: the host uid its sandbox runs as when the worker is root (one per
+    session, so that one session's processes never count against another's limit)."""
+
+    def __init__(self, root: Path, policy: SandboxPolicy | None = None, *, unsafe_unconfined: bool = False,
+                 quota_bytes: int = DEFAULT_QUOTA_BYTES) -> None:
         self.root = root.resolve()
         self.policy = policy or SandboxPolicy()
         self.unsafe_unconfined = unsafe_unconfined
+        self.quota_bytes = quota_bytes
+        self.files = Beneath(str(self.root))
 
-    def path(self, relative: object, *, may_be_root: bool = True) -> Path:
-        if not isinstance(relative, str) or not relative.strip():
+    def path(self, value: object) -> str:
+        """A workspace path argument, checked for what the model can get wrong."""
+        if not isinstance(value, str) or not value.strip():
             raise ToolInputError("path must be a non-empty workspace-relative string")
-        relative = _text_argument({"path": relative}, "path")
+        relative = _text_argument({"path": value}, "path")
         if len(relative) > MAX_PATH_CHARS:
             raise ToolInputError(f"path has {len(relative)} characters; at most {MAX_PATH_CHARS}")
-        long_names = [part for part in Path(relative).parts if len(part.encode()) > MAX_NAME_BYTES]
+        long_names = [part for part in relative.split("/") if len(part.encode()) > MAX_NAME_BYTES]
         if long_names:
             raise ToolInputError(f"a path component is longer than {MAX_NAME_BYTES} bytes: {long_names[0][:40]}...")
-        candidate = (self.root / relative).resolve()
-        if candidate != self.root and self.root not in candidate.parents:
-            raise ToolInputError(f"path {relative!r} is outside the workspace")
-        if candidate == self.root and not may_be_root:
-            raise ToolInputError(f"path {relative!r} is the workspace directory itself")
-        return candidate
+        return relative
 
     async def run(self, name: str, arguments: str) -> ToolOutput:
         """The tool's answer; input problems and failed file operations are answers too."""
         try:
             args = parse_arguments(arguments)
-            self.root.mkdir(parents=True, exist_ok=True)
-            if name == READ_FILE_TOOL:
-                return self._read_file(args)
-            if name == WRITE_FILE_TOOL:
-                return self._write_file(args)
-            if name == LIST_FILES_TOOL:
-                return self._list_files(args)
             if name == BASH_TOOL:
+                await asyncio.to_thread(self.root.mkdir, parents=True, exist_ok=True)
                 return await self._bash(args)
-            raise ToolInputError(f"unknown tool {name!r}")
-        except ToolInputError as error:
+            operation = {READ_FILE_TOOL: self._read_file, WRITE_FILE_TOOL: self._write_file,
+                         LIST_FILES_TOOL: self._list_files}.get(name)
+            if operation is None:
+                raise ToolInputError(f"unknown tool {name!r}")
+            return await self._off_loop(name, operation, args)
+        except (ToolInputError, PathRefused) as error:
             return ToolOutput(f"{name} error: {error}", INPUT_ERROR_EXIT)
-        except OSError as error:  # the file system said no: permissions, a file as a directory...
+        except OSError as error:  # the file system said no: permissions, a missing file...
             return ToolOutput(f"{name} failed: {error.strerror or error}"
                               + (f" ({Path(error.filename).name})" if error.filename else ""), FAILURE_EXIT)
 
-    def _shown(self, path: Path) -> str:
-        return path.relative_to(self.root).as_posix() or "."
+    async def _off_loop(self, name: str, operation, args: dict) -> ToolOutput:
+        """A file tool on the file tools' threads, never the event loop, within its deadline."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await asyncio.wait_for(loop.run_in_executor(_FILE_THREADS, operation, args), FILE_TOOL_SECONDS)
+        except TimeoutError:
+            return ToolOutput(f"{name} failed: it did not finish within {FILE_TOOL_SECONDS:g} s", FAILURE_EXIT)
+
+    def _prepare(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
 
     def _read_file(self, args: dict) -> ToolOutput:
-        path = self.path(args.get("path"))
-        if not path.is_file():
-            return ToolOutput(f"no such file: {self._shown(path)}", FAILURE_EXIT)
-        with path.open("rb") as handle:  # read only what is returned: UTF-8 takes at most 4 bytes a character
-            size = os.fstat(handle.fileno()).st_size
-            data = handle.read(MAX_FILE_CHARS * 4)
+        self._prepare()
+        data, size = self.files.read(self.path(args.get("path")), MAX_FILE_CHARS * 4)  # UTF-8: at most 4 bytes a char
         text = data.decode("utf-8", errors="replace")
         if len(text) > MAX_FILE_CHARS or size > len(data):
             kept = text[:MAX_FILE_CHARS]
@@ -136,42 +153,39 @@ class Workspace:
         return ToolOutput(text, 0)
 
     def _write_file(self, args: dict) -> ToolOutput:
-        path = self.path(args.get("path"), may_be_root=False)
+        self._prepare()
+        path = self.path(args.get("path"))
         content = _text_argument(args, "content", allow_empty=True)
         if len(content) > MAX_WRITE_CHARS:
             raise ToolInputError(f"content has {len(content)} characters; at most {MAX_WRITE_CHARS}")
-        for parent in reversed(path.relative_to(self.root).parents[:-1]):
-            existing = self.root / parent
-            if existing.exists() and not existing.is_dir():
-                raise ToolInputError(f"{parent.as_posix()} is a file, not a directory")
-        if path.is_dir():
-            raise ToolInputError(f"{self._shown(path)} is a directory")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        return ToolOutput(f"wrote {len(content)} characters to {self._shown(path)}", 0)
+        if not parts_of(path):
+            raise ToolInputError(f"path {path!r} is the workspace directory itself; name a file in it")
+        data = content.encode("utf-8")
+        used = self._usage()
+        replaced = self.files.size_of(path) or 0
+        if used - replaced + len(data) > self.quota_bytes:
+            return ToolOutput(quota_note(self.quota_bytes, used, len(data)), FAILURE_EXIT)
+        self.files.write(path, data)
+        _measured[str(self.root)] = (time.monotonic(), used - replaced + len(data))
+        return ToolOutput(f"wrote {len(content)} characters to {'/'.join(parts_of(path))}", 0)
+
+    def _usage(self) -> int:
+        """Bytes the workspace takes: measured (a walk of the tree) at most every USAGE_TTL
+        seconds, and kept up to date by the writes in between (bash calls measure anew)."""
+        when, used = _measured.get(str(self.root), (0.0, 0))
+        if time.monotonic() - when >= USAGE_TTL:
+            if len(_measured) > 10_000:  # a long-lived worker's old sessions
+                _measured.clear()
+            used = self.files.usage(MAX_SCANNED)
+            _measured[str(self.root)] = (time.monotonic(), used)
+        return used
 
     def _list_files(self, args: dict) -> ToolOutput:
-        base = self.path(args.get("path") or ".")
-        if not base.is_dir():
-            return ToolOutput(f"no such directory: {self._shown(base)}", FAILURE_EXIT)
-        listed: list[str] = []
-        found = scanned = 0
-        for directory, dirs, files in os.walk(base):  # never follows symlinked directories
-            dirs.sort()
-            for name in sorted(files):
-                scanned += 1
-                path = Path(directory) / name
-                if not stat.S_ISREG(path.lstat().st_mode):
-                    continue
-                found += 1
-                if len(listed) < MAX_LISTED:
-                    listed.append(path.relative_to(self.root).as_posix())
-            scanned += len(dirs)
-            if scanned >= MAX_SCANNED:
-                break
-        more = found - len(listed)
-        note = f"\n[{more} more files{' (counting stopped)' if scanned >= MAX_SCANNED else ''}]" if more > 0 else ""
-        return ToolOutput("\n".join(sorted(listed)) + note, 0)
+        self._prepare()
+        listing = self.files.listing(self.path(args.get("path") or "."), MAX_LISTED, MAX_SCANNED)
+        more = listing.found - len(listing.files)
+        note = f"\n[{more} more files{'' if listing.complete else ' (counting stopped)'}]" if more > 0 else ""
+        return ToolOutput("\n".join(listing.files) + note, 0)
 
     async def _bash(self, args: dict) -> ToolOutput:
         command = _text_argument(args, "command")
@@ -179,13 +193,19 @@ class Workspace:
             if self.unsafe_unconfined:
                 result = await run_unconfined(self.root, command, self.policy)
             else:
-                result = await run_sandboxed(self.root, command, self.policy)
+                result = await run_sandboxed(self.root, command, self.policy, quota_bytes=self.quota_bytes)
+            _measured.pop(str(self.root), None)  # the command may have changed anything
         except SandboxUnavailable as error:
             raise ApplicationError(f"bash cannot run confined on this worker: {error}", type=SANDBOX_UNAVAILABLE,
                                    non_retryable=True) from None
         except ValueError as error:  # a command too long for one exec argument
             raise ToolInputError(str(error)) from None
         return ToolOutput(result.text, result.exit_code)
+
+
+def quota_note(quota: int, used: int, adding: int) -> str:
+    return (f"the workspace is limited to {quota / 2**20:.0f} MiB and holds {used / 2**20:.1f} MiB; writing "
+            f"{adding / 2**20:.1f} MiB more would pass the limit: delete files first")
 
 
 def sandbox_status(unsafe_unconfined: bool, workspace_root: Path) -> tuple[bool, str]:

@@ -448,6 +448,9 @@ def readme_block(result: dict) -> str:
                      f"{m.get('calls_refused', 0) + m.get('calls_refused_final', 0)} | {kills} | {lost_wft} | "
                      f"{m.get('items_acknowledged', 0)} | {m['lost']} | {m['misattributed']} | {m['duplicated']} | "
                      f"{m['applied_though_refused']} | {m['unlogged']} |")
+    lines += ["", "Unknown: unkeyed calls whose answer was lost (their connection dropped with a killed API process); "
+              "the client cannot tell whether they were applied, and the driver does not judge them. Keyed calls "
+              "are sent again until answered and are never unknown."]
     lines += ["", f"Workflow task completions the server refused (worker logs, \"Task not found\"): "
               f"{result['refused_task_completions']}. Store warnings of an id taken by other content: "
               f"{result['store_conflict_warnings']}. "

@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=1, le=65535, validation_alias=_env("LANES_API_PORT"))
     # unset means "<data_dir>/workspaces"; resolved below (never None afterwards)
     workspace_root: Path | None = Field(None, validation_alias=_env("LANES_WORKSPACE_ROOT"))
+    # What one session's workspace may take on disk: a write_file past it is refused, a bash
+    # command growing it past it is stopped (activities/workspace.py).
+    workspace_quota_bytes: int = Field(1 << 30, gt=0, validation_alias=_env("LANES_WORKSPACE_QUOTA_BYTES"))
     # Replay sessions (dev servers with LANES_API_ALLOW_REPLAY=1): the folders their recordings
     # must lie under (os.pathsep-separated), and the model URLs they may name (comma-separated
     # prefixes; empty: loopback addresses only).

@@ -4,6 +4,7 @@ recall, events (paged and streamed), health, auth, limits and error shapes."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -170,6 +171,25 @@ async def test_malformed_json_and_oversized_bodies(http):
     response = await http.post("/v1/sessions/ses-whatever/items", content=chunks(),
                                headers={"Content-Type": "application/json"})
     assert response.status_code == 413
+
+
+async def test_a_body_that_never_arrives_whole_is_408_and_frees_the_connection(api_settings):
+    from tests.threaded_server import ThreadedServer
+    from worker.api.app import create_app
+
+    server = ThreadedServer(create_app(api_settings, tokens={"body-token-0123456789": "t"}, body_seconds=1.0))
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer body-token-0123456789\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"mode\":")  # then nothing
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 30)  # the server answers and closes
+        writer.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 408"), answer[:200]
+        assert json.loads(body)["error"]["code"] == "body_timeout"
+    finally:
+        server.stop()
 
 
 async def test_unknown_session_and_route_are_404(http):

@@ -292,6 +292,38 @@ async def test_the_process_limit(workspace):
     assert "fork" in bomb.text and "Resource temporarily unavailable" in bomb.text, bomb.text
 
 
+@pytest.mark.skipif(not ROOT, reason="per-session uids need a root worker (a non-root one's sandboxes share its uid)")
+async def test_one_sessions_fork_bomb_leaves_another_sessions_bash_working(root: Path):
+    bomber, neighbour = root / "ses-bomber", root / "ses-neighbour"
+    assert sandbox.session_uid(bomber) != sandbox.session_uid(neighbour)
+    assert sandbox.session_uid(bomber) == sandbox.session_uid(root / "elsewhere" / "ses-bomber")  # by session
+    bomb = asyncio.create_task(run_sandboxed(bomber, "for i in $(seq 100000); do sleep 30 & done",
+                                             policy(max_processes=64, timeout_seconds=8)))
+    await asyncio.sleep(1.5)  # the bomb holds every process its uid may have
+    answers = [await run_sandboxed(neighbour, f"echo ok {n} && (true | cat) && ls / > /dev/null",
+                                   policy(max_processes=64)) for n in range(5)]
+    exhausted = await bomb
+    assert "Resource temporarily unavailable" in exhausted.text, exhausted.text[-500:]
+    assert [(a.exit_code, a.text) for a in answers] == [(0, f"ok {n}\n") for n in range(5)]
+    assert os.stat(neighbour).st_uid == sandbox.session_uid(neighbour)  # its workspace was handed to its uid
+
+
+def test_a_failed_availability_probe_is_tried_again(monkeypatch):
+    results = iter(["no processes left to start bwrap with", None])
+    probes = []
+
+    def probe() -> str | None:
+        probes.append(1)
+        return next(results)
+
+    monkeypatch.setattr(sandbox, "_probe", probe)
+    monkeypatch.setattr(sandbox, "_probed", None)
+    monkeypatch.setattr(sandbox, "PROBE_RETRY_SECONDS", 0.0)
+    assert sandbox.sandbox_problem() == "no processes left to start bwrap with"
+    assert sandbox.sandbox_problem() is None  # probed again: the host recovered
+    assert sandbox.sandbox_problem() is None and len(probes) == 2  # a success is kept
+
+
 async def test_the_file_size_limit(workspace):
     result = await run_sandboxed(workspace, "head -c 2000000 /dev/zero > big",
                                  policy(max_file_bytes=1 << 20))
@@ -343,20 +375,20 @@ def test_a_missing_bwrap_is_reported_with_the_fix(monkeypatch):
     which = shutil.which
     monkeypatch.setattr(sandbox.shutil, "which",
                         lambda name, path=None: None if name == "bwrap" else which(name, path=path))
-    problem = sandbox.sandbox_problem.__wrapped__()
+    problem = sandbox._probe()
     assert problem is not None and "bwrap" in problem and "bubblewrap" in problem
     assert "unprivileged_userns_clone" in problem and "max_user_namespaces" in problem
 
 
 @pytest.fixture
 def no_bwrap(monkeypatch) -> Iterator[None]:
-    """A host without bubblewrap (the probe is cached per process: cleared around the test)."""
+    """A host without bubblewrap (the probe's result is kept per process: forgotten around the test)."""
     which = shutil.which
     monkeypatch.setattr(sandbox.shutil, "which",
                         lambda name, path=None: None if name == "bwrap" else which(name, path=path))
-    sandbox.sandbox_problem.cache_clear()
+    monkeypatch.setattr(sandbox, "_probed", None)
     yield
-    sandbox.sandbox_problem.cache_clear()
+    sandbox._probed = None
 
 
 async def test_without_a_sandbox_live_bash_refuses_to_run_unless_unsafe_is_set(no_bwrap, workspace, monkeypatch):

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("lanes.api")
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
+BODY_SECONDS = 10.0  # a request body must arrive whole within this
 DRAIN_LIMIT = 16 * 1024 * 1024  # an over-limit body is read and dropped up to this, then the connection closes
 ENV_ALLOW_REPLAY = "LANES_API_ALLOW_REPLAY"
 STATIC_DIR = Path(str(files("worker.api").joinpath("static")))
@@ -58,13 +59,17 @@ def _error_response(status: int, code: str, message: str, details: list[dict] | 
 
 class Guard:
     """Outermost middleware: a request body larger than ``max_body`` is 413 (from its
-    Content-Length, or while it is read), and every ``/v1`` request needs a valid bearer
-    token (401) before routing, validation or any lookup happens."""
+    Content-Length, or while it is read), a body that has not arrived whole within
+    ``body_seconds`` is 408 (a client that declares a body and sends less holds no
+    connection longer), and every ``/v1`` request needs a valid bearer token (401) before
+    routing, validation or any lookup happens."""
 
-    def __init__(self, app: ASGIApp, *, auth: Authenticator, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, *, auth: Authenticator, max_body: int,
+                 body_seconds: float = BODY_SECONDS) -> None:
         self.app = app
         self.auth = auth
         self.max_body = max_body
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -94,8 +99,15 @@ class Guard:
         # Read the body here (bounded), then hand it to the app in one piece.
         chunks: list[bytes] = []
         size = 0
+        deadline = asyncio.get_running_loop().time() + self.body_seconds
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - asyncio.get_running_loop().time())
+            except TimeoutError:
+                await _error_response(408, "body_timeout", f"the request body did not arrive within "
+                                      f"{self.body_seconds:g} s ({size:,} bytes came); send it whole",
+                                      headers={"Connection": "close"})(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")
@@ -165,14 +177,16 @@ def _validation_details(exc: RequestValidationError) -> tuple[str, list[dict[str
 
 def create_app(settings: Settings | None = None, *, client: Client | None = None, store: Store | None = None,
                tokens: Mapping[str, str] | None = None, allow_replay: bool | None = None,
-               max_body_bytes: int = MAX_BODY_BYTES, tracer_provider: TracerProvider | None = None) -> FastAPI:
+               max_body_bytes: int = MAX_BODY_BYTES, tracer_provider: TracerProvider | None = None,
+               body_seconds: float = BODY_SECONDS) -> FastAPI:
     """The API application.
 
     ``tokens`` maps token -> tenant (default: ``LANES_API_TOKENS``); ``client`` and
     ``store`` are used when given (else connected on first use from ``settings``);
     ``allow_replay`` lets POST /v1/sessions start replay sessions (development and tests;
     default: ``LANES_API_ALLOW_REPLAY=1``). ``tracer_provider``: where FastAPI's request spans
-    go (tests; default: the process's global one, see worker/tracing.py).
+    go (tests; default: the process's global one, see worker/tracing.py). ``body_seconds``:
+    how long a request body may take to arrive.
     """
     settings = settings or get_settings()
     auth = Authenticator(tokens if tokens is not None else tokens_from_env())
@@ -257,5 +271,5 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     async def root() -> RedirectResponse:
         return RedirectResponse("/ui")
 
-    app.add_middleware(Guard, auth=auth, max_body=max_body_bytes)
+    app.add_middleware(Guard, auth=auth, max_body=max_body_bytes, body_seconds=body_seconds)
     return app
