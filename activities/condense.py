@@ -29,21 +29,19 @@ from __future__ import annotations
 import re
 import time
 from datetime import timedelta
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import openai
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import load_items
-from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
+from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.runtime import get_runtime
 from activities.tokens import count_message_tokens, count_text_message_tokens, count_tokens
 from workflows.context.content import ItemContent
-from workflows.context.ids import MAIN_LANE
 from workflows.context.items import Item, Projection, is_tool_output
 from workflows.context.memory import (
     ENTRY_CHARS,
@@ -58,14 +56,15 @@ from workflows.context.memory import (
 from workflows.context.observations import observation_address
 from workflows.context.render import item_message
 from workflows.context.usage import CallUsage, ModelPrice, cost_units, price_for, sanitized
-
-# ApplicationError types raised (the workflow treats all of them as outcome "failed").
-CONDENSER_REJECTED = "CondenserRejected"  # 4xx other than 408/409/429: non-retryable
-CONDENSER_RATE_LIMITED = "CondenserRateLimited"  # Retry-After beyond max_retry_delay_seconds: non-retryable
-CONDENSER_TIMEOUT = "CondenserTimeout"
-CONDENSER_UNAVAILABLE = "CondenserUnavailable"  # connection error, garbage answer
-CONDENSATION_INPUT_ERROR = "CondensationInputError"  # no source / items not stored: non-retryable
-
+from workflows.contract.condense import CondensationInput, CondensationOutcome
+from workflows.contract.failures import (
+    CONDENSATION_INPUT_ERROR,
+    CONDENSER_RATE_LIMITED,
+    CONDENSER_REJECTED,
+    CONDENSER_TIMEOUT,
+    CONDENSER_UNAVAILABLE,
+    CONTEXT_LENGTH_EXCEEDED,
+)
 
 MAX_ANCHORS = 12  # DESIGN §7
 MAX_ATTEMPTS = 2  # one retry on invalid output (spec)
@@ -73,45 +72,6 @@ _ECHO_CHARS = 4000  # previous invalid answer fed back on the retry, at most
 _ADDRESS = re.compile(r"observation://(obs-[A-Za-z0-9][A-Za-z0-9_.-]*)")
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
 
-CondensationStatus = Literal["succeeded", "invalid", "oversized", "unavailable"]
-
-
-class CondensationInput(BaseModel):
-    session_id: str
-    lane: str = MAIN_LANE
-    source_item_ids: list[str]  # the prefix to condense, in seq order
-    anchor_item_ids: list[str] = Field(default_factory=list)  # newest pinned user messages/notes first; first 12 used
-    live_memory_item_id: str | None = None  # the live memory to merge, if any
-    known_observation_ids: list[str] = Field(default_factory=list)  # "obs-..." references may name
-    model: str | None = None  # None: settings.condenser_model
-    base_url: str | None = None  # replay sessions: the replay model server (no API key is sent)
-    condenser_window: int = Field(gt=0)  # input window of the condenser model, tokens
-    reserve_tokens: int = Field(4096, ge=0)  # room for the answer (spec: 4,096)
-    max_memory_tokens: int = Field(2000, gt=0)
-    preview_chars: int = Field(4000, ge=16)  # COMPACT projection size of each source item
-    timeout_seconds: float = Field(120.0, gt=0)  # one HTTP call
-    max_retry_delay_seconds: float = Field(60.0, ge=0)  # a longer Retry-After is not waited for
-    json_mode: bool = True  # send response_format={"type": "json_object"}
-    # the memory contract's per-section bounds, on the normalized document (engine rules 2;
-    # inputs scheduled by older code lack it: rules 1)
-    memory_contract: bool = False
-    # the session's own prices (by model, as LANES_PRICES); None: the worker's LANES_PRICES
-    prices: dict[str, ModelPrice] | None = None
-
-
-class CondensationOutcome(BaseModel):
-    status: CondensationStatus
-    memory: dict | None = None  # the validated MemoryDoc (model_dump), when succeeded
-    memory_text: str | None = None  # memory_text(doc): what the memory item will hold
-    memory_tokens: int = 0  # measured like measure_texts does (message overhead included)
-    attempts: int = 0  # model calls made
-    errors: list[str] = Field(default_factory=list)
-    source_tokens: int = 0  # the rendered source transcript
-    request_tokens: int = 0  # the whole first request (system + anchors + memory + source)
-    model: str = ""
-    latency_ms: int = 0
-    # What the provider reported for the calls made (summed over attempts), costed; None: no call
-    usage: CallUsage | None = None
 
 MEMORY_SHAPE = "{" + ", ".join(f'"{field}": [...]' for field, _ in SECTIONS) + "}"  # the engine's memory JSON
 SYSTEM_PROMPT = """You condense the earlier history of a software agent's session into its long-term memory.

@@ -6,26 +6,12 @@ so a replayed workflow writes the same rows again and the store keeps one of eac
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import metrics
 from activities.runtime import get_runtime
 from activities.store_rows import EventRow
-from workflows.context import ids
-
-
-class EventSpec(BaseModel):
-    lane: str = ids.MAIN_LANE
-    seq: int
-    event_id: str
-    kind: str
-    payload: dict = Field(default_factory=dict)
-
-
-class EventsInput(BaseModel):
-    session_id: str
-    events: list[EventSpec]
+from workflows.contract.events import EventsInput
 
 
 @activity.defn

@@ -11,26 +11,26 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import item_cache, metrics, token_memo
-from activities.events import EventSpec
 from activities.item_names import names_of
 from activities.runtime import get_runtime
 from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ItemConflict, ObservationNotFound
 from activities.store_rows import EventRow, ItemRow
 from activities.tokens import count_text_message_tokens
-from workflows import rejections
 from workflows.context import ids
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
 from workflows.context.observations import RecallStyle
 from workflows.context.render import item_message
-from workflows.contract import ExternalItem
+from workflows.contract import rejections
+from workflows.contract.failures import ITEMS_CONFLICT
+from workflows.contract.items import GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput
+from workflows.contract.session import ExternalItem
 
 MEASURED_PROJECTIONS = (
     Projection.FULL,
@@ -39,83 +39,10 @@ MEASURED_PROJECTIONS = (
     Projection.MINIMAL_REFERENCE,
 )
 DIGEST_CHARS = 100
-# An ingest whose ids hold other content (ApplicationError.type; details: next_free_seq, ids).
-ITEMS_CONFLICT = "ItemsConflict"
 ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
 
 
 # --- payloads ------------------------------------------------------------------------------
-
-
-class ToolCallRef(BaseModel):
-    """A tool call as the workflow sees it: the arguments travel only for tools the
-    workflow runs itself (the rest stay in PostgreSQL with the assistant item)."""
-
-    id: str
-    name: str
-    arguments: str | None = None
-
-
-class StoredItem(BaseModel):
-    """Metadata an activity returns after it stored an item's content."""
-
-    item: Item
-    tool_calls: list[ToolCallRef] = Field(default_factory=list)
-
-
-class StoreTextInput(BaseModel):
-    """A user or system text (a submitted message, a system prompt, a subagent's brief)."""
-
-    session_id: str
-    lane: str = ids.MAIN_LANE
-    # Where oversized input is archived: always when ``bound_above_tokens`` is None (runs of
-    # engine rules 1), else only when the text's full cost is above it.
-    observation_id: str | None = None
-    bound_above_tokens: int | None = None
-    item_id: str
-    seq: int
-    task_id: str
-    text: str
-    kind: str = "user"
-    role: str = "user"
-    model: str
-    preview_chars: int
-
-
-class GeneratedItem(BaseModel):
-    item: Item
-    text: str
-    number: int  # the engine's counter of generated items: their seq in the generated lane
-
-
-class GeneratedItemsInput(BaseModel):
-    session_id: str
-    lane: str = ids.MAIN_LANE
-    items: list[GeneratedItem]
-
-
-class MeasureTextsInput(BaseModel):
-    model: str
-    texts: dict[str, str]
-
-
-class IngestItemsInput(BaseModel):
-    session_id: str
-    lane: str = ids.MAIN_LANE
-    model: str
-    preview_chars: int
-    task_id: str | None
-    first_seq: int
-    items: list[ExternalItem]
-    # Per item: its id, and the observation that archives it (tool output). Empty in inputs
-    # scheduled by workers older than these fields; those are derived the same way below.
-    item_ids: list[str] = Field(default_factory=list)
-    observation_ids: list[str] = Field(default_factory=list)
-    # Engine rules 2: a user or assistant text whose full cost is above this is archived at
-    # its observation id too, so that it can enter bounded (see archive_if_oversized).
-    bound_above_tokens: int | None = None
-    recall: RecallStyle = "tool"  # how placeholders say to read archived text back
-    events: list[EventSpec] = Field(default_factory=list)  # the workflow's deferred events, written with the items
 
 
 # --- content helpers -----------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -28,75 +28,27 @@ from activities.store_rows import EventRow
 from workflows.context import ids
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, ToolClass
-from workflows.handoff import (
+from workflows.contract.failures import HANDOFF_INVALID, HANDOFF_MISSING, LANE_REPAIR_CONFLICT
+from workflows.contract.handoff import (
     MAX_UNSTRUCTURED_CHARS,
     Handoff,
     failed_handoff,
     handoff_text,
     parse_handoff,
 )
-from workflows.lane_events import EPISODE_ABANDONED, EPISODE_BEGUN, EPISODE_ENDED
-from workflows.lane_payloads import HandoffRef
-from workflows.tools import SPAWN_TOOL
+from workflows.contract.lane_events import EPISODE_ABANDONED, EPISODE_BEGUN, EPISODE_ENDED
+from workflows.contract.lanes import CloseLaneEpisodesInput, FinishLaneInput, HandoffRef, LaneStatus, RecordHandoffInput
+from workflows.contract.tools import SPAWN_TOOL
 
 log = logging.getLogger(__name__)
 
 NO_ANSWER = "the subagent ended without an answer"
-HANDOFF_MISSING = "HandoffMissing"  # non-retryable: no retry makes a missing handoff appear
-HANDOFF_INVALID = "HandoffInvalid"
-LANE_REPAIR_CONFLICT = "LaneRepairConflict"
 # Concurrent repairs of one lane can pick the same recovery seq; the loser re-reads and
 # writes again. Two rounds settle it in practice; the bound only stops a livelock.
 _REPAIR_ROUNDS = 5
 
 
 # --- payloads ----------------------------------------------------------------------------
-
-
-class FinishLaneInput(BaseModel):
-    """Turn a child's final answer (or its failure) into its handoff item."""
-
-    session_id: str
-    lane: str
-    workflow_id: str
-    final_item_id: str | None  # the child's last assistant answer, when it gave one
-    failure: str | None = None  # why the child could not finish
-    handoff_item_id: str
-    handoff_seq: int
-    task_id: str
-    model: str
-    preview_chars: int
-
-
-class RecordHandoffInput(BaseModel):
-    """Record a child's handoff as one item of the parent's lane."""
-
-    session_id: str
-    lane: str  # the parent's lane
-    child_lane: str
-    item_id: str
-    seq: int
-    observation_id: str
-    task_id: str | None
-    tool_call_id: str | None  # answers this spawn_subagent call (else a user-role item)
-    group: int | None = None
-    source_item_id: str | None = None  # the child's handoff item
-    handoff: Handoff | None = None  # or this one (a lane that died without handing off)
-    model: str
-    preview_chars: int
-
-
-class CloseLaneEpisodesInput(BaseModel):
-    session_id: str
-    lane: str
-    reason: str
-    repair_id: str  # deterministic id of this repair; events carry it so a retried call reports the same episodes
-
-
-class LaneStatus(BaseModel):
-    workflow_id: str
-    status: str  # RUNNING / COMPLETED / FAILED / TERMINATED / CANCELED / TIMED_OUT / CONTINUED_AS_NEW / NOT_FOUND
-    handoff: HandoffRef | None = None  # a completed child's result
 
 
 # --- the child's handoff ------------------------------------------------------------------

@@ -13,65 +13,26 @@ from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
-from activities.events import EventSpec
 from activities.heartbeat import heartbeating
-from activities.items import StoredItem, ToolCallRef, archive_if_oversized, store_items_kept, stored_answer
-from activities.provider import CONTEXT_LENGTH_EXCEEDED, RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
+from activities.items import archive_if_oversized, store_items_kept, stored_answer
+from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
 from activities.replay import follow_ups
-from activities.requests import PlanDelta, materialise, plan_entries, store_plan
+from activities.requests import materialise, plan_entries, store_plan
 from activities.runtime import get_runtime
 from activities.store_rows import EventRow
 from workflows.context.content import ItemContent, ToolCall
-from workflows.context.ids import MAIN_LANE, MAX_WORKFLOW_TOOL_ARGUMENTS
+from workflows.context.ids import MAX_WORKFLOW_TOOL_ARGUMENTS
 from workflows.context.items import Item, Kind
 from workflows.context.usage import CallUsage, ModelPrice, cost_units, price_for, sanitized
-from workflows.contract import ReplaySpec
-from workflows.tools import WORKFLOW_TOOLS
+from workflows.contract.failures import CONTEXT_LENGTH_EXCEEDED, MODEL_ANSWER_INVALID, MODEL_REQUEST_REJECTED
+from workflows.contract.items import StoredItem, ToolCallRef
+from workflows.contract.model import ModelCallInput, ModelCallResult
+from workflows.contract.tools import WORKFLOW_TOOLS
 
-# Error types the workflow reacts to (ApplicationError.type).
-MODEL_REQUEST_REJECTED = "ModelRequestRejected"  # a 4xx no retry can fix
-MODEL_ANSWER_INVALID = "ModelAnswerInvalid"  # garbage: retried
-
-
-class ModelCallInput(BaseModel):
-    session_id: str
-    lane: str = MAIN_LANE
-    plan: PlanDelta
-    response_item_id: str
-    response_seq: int
-    task_id: str
-    model: str
-    max_output_tokens: int
-    preview_chars: int
-    tools: list[str]
-    replay: ReplaySpec | None = None
-    replay_turn: int = 0
-    # The request's pressure sample (context.request), written with the call: no command of its own.
-    request_event: EventSpec | None = None
-    # Engine rules 2: an answer whose full cost is above ``bound_above_tokens`` is archived at
-    # ``observation_id`` (a runaway answer enters bounded, its exact text recallable).
-    observation_id: str | None = None
-    bound_above_tokens: int | None = None
-    # The session's price of the model (its own table); None: the worker's LANES_PRICES.
-    price: ModelPrice | None = None
-
-
-class ModelCallResult(BaseModel):
-    stored: StoredItem
-    finish_reason: str | None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    request_tokens: int  # our own count of what was sent
-    # What the provider reported for this call, costed (None: no call was made, e.g. the
-    # answer was stored by an earlier attempt whose result was lost).
-    usage: CallUsage | None = None
-    # A replay: the user text recorded after this turn, which the session feeds on.
-    follow_ups: list[str] = Field(default_factory=list)
 
 async def complete(client: openai.AsyncOpenAI, body: dict[str, Any], headers: dict[str, str]) -> ChatCompletion:
     """``client.chat.completions.create(**body)`` without the SDK's request transform: it walks

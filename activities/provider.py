@@ -18,9 +18,6 @@ OVERFLOW_MARKERS = (
     "context window",
 )
 RETRYABLE_STATUS = {408, 409, 429}
-# The error type of a request the provider refused as too long (non-retryable: the agent
-# loop answers it with the overflow ladder, the condenser with "oversized").
-CONTEXT_LENGTH_EXCEEDED = "ContextLengthExceeded"
 
 
 def is_context_overflow(error: openai.APIStatusError) -> bool:

@@ -8,23 +8,13 @@ observation's own offsets and where to continue, and coverage records only that 
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from activities.store import DEFAULT_RECALL_CHARS, Store
 from activities.store_errors import ObservationNotFound
 from activities.workspace import ToolInputError, ToolOutput, parse_arguments
 from workflows.context.observations import parse_observation_uri, range_address
+from workflows.contract.tool_runs import RecallMark
 
 HEADER_CHARS = 320  # room kept for the header line within ``max_chars``
-
-
-class RecallMark(BaseModel):
-    """What a recall_observation call showed (coverage of exhaustive tasks)."""
-
-    observation_id: str
-    offset: int
-    limit: int
-    total_chars: int
 
 
 async def recall(store: Store, session_id: str, arguments: str,

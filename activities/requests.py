@@ -14,8 +14,6 @@ import functools
 import json
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
-
 from activities import token_memo
 from activities.items import load_items
 from activities.store import Store
@@ -25,17 +23,10 @@ from workflows.context.formats.request_formats import FormattedRequest, RequestF
 from workflows.context.items import Projection
 from workflows.context.observations import RecallStyle
 from workflows.context.render import Entries, Rendered, render_messages, render_turns
-from workflows.tools import tool_specs
+from workflows.contract.model import PlanDelta
+from workflows.contract.tools import tool_specs
 
 PlanEntries = list[tuple[str, Projection]]
-
-
-class PlanDelta(BaseModel):
-    """A request plan, sent as a change against the previous one."""
-
-    version: int
-    base_version: int | None  # None: ``entries`` is the whole plan
-    entries: list[tuple[str, Projection]]
 
 
 class PlanBaseMissing(LookupError):

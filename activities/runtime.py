@@ -16,9 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.store import Store, get_store
 from workflows.context.usage import ModelPrice
-
-# An error no retry can fix: the worker process is set up wrong.
-WORKER_MISCONFIGURED = "WorkerMisconfigured"
+from workflows.contract.failures import WORKER_MISCONFIGURED
 
 
 class ActivitySettings(Protocol):

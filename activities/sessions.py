@@ -6,41 +6,16 @@ the next run, whose input holds only that id.
 
 from __future__ import annotations
 
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.runtime import get_runtime
 from activities.store_errors import CheckpointNotFound, ToolSetNotFound
 from activities.tokens import count_tool_definitions
-from workflows.session_checkpoint import SessionCheckpoint
-from workflows.tools import tool_specs
-
-CHECKPOINT_NOT_FOUND = "CheckpointNotFound"
-
-
-class SessionStartInput(BaseModel):
-    session_id: str
-    tenant: str
-    config: dict
-    tools: list[str]
-    model: str
-    tool_set: str | None = None  # the agent's own definitions (stored by the API)
-
-
-class SessionStartResult(BaseModel):
-    tool_definition_tokens: int
-
-
-class SaveCheckpointInput(BaseModel):
-    session_id: str
-    checkpoint_id: str
-    checkpoint: SessionCheckpoint
-
-
-class LoadCheckpointInput(BaseModel):
-    session_id: str
-    checkpoint_id: str
+from workflows.contract.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
+from workflows.contract.failures import CHECKPOINT_NOT_FOUND
+from workflows.contract.session_start import SessionStartInput, SessionStartResult
+from workflows.contract.tools import tool_specs
 
 
 @activity.defn

@@ -16,15 +16,13 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from pydantic import BaseModel, Field
 from temporalio import activity
 
 from activities import item_cache, metrics
 from activities.command_effects import bash_call_may_have_effects
-from activities.events import EventSpec
 from activities.heartbeat import heartbeating
-from activities.items import StoredItem, finish_item, item_event, item_of, read_whole, store_items
-from activities.recall import RecallMark, recall
+from activities.items import finish_item, item_event, item_of, read_whole, store_items
+from activities.recall import recall
 from activities.replay import recorded_output
 from activities.runtime import Runtime, get_runtime
 from activities.sandbox import SandboxPolicy
@@ -34,42 +32,13 @@ from workflows.context import ids
 from workflows.context.classify import classify_tool
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind
-from workflows.contract import ReplaySpec
-from workflows.tools import BASH_TOOL, RECALL_TOOL
+from workflows.contract.items import StoredItem
+from workflows.contract.tool_runs import RecallMark, ToolRunInput, ToolRunResult
+from workflows.contract.tools import BASH_TOOL, RECALL_TOOL
 
 log = logging.getLogger(__name__)
 
 INTERRUPTED_EXIT = 125  # the call's earlier attempt was interrupted; not run again
-
-
-class ToolRunInput(BaseModel):
-    session_id: str
-    lane: str = ids.MAIN_LANE
-    call_id: str
-    tool_name: str
-    assistant_item_id: str
-    result_item_id: str
-    result_seq: int
-    observation_id: str
-    task_id: str
-    group: int
-    model: str
-    preview_chars: int
-    replay: ReplaySpec | None = None
-    output: str | None = None  # set: the workflow already ran the tool; store this as its result
-    exit_code: int = 0
-    network: bool = False  # the session lets bash reach the network
-    # the most a recall_observation result may hold, header included (engine rules 2: the
-    # preview, so that it enters whole); None: as asked (runs of rules 1)
-    recall_max_chars: int | None = None
-    # Events of the step the workflow deferred to this call (the model's usage): written first,
-    # idempotent by (lane, seq), so they need no record_events activity of their own.
-    events: list[EventSpec] = Field(default_factory=list)
-
-
-class ToolRunResult(BaseModel):
-    stored: StoredItem
-    recall: RecallMark | None = None  # set for recall_observation: what was read
 
 
 def _replayed(inp: ToolRunInput) -> tuple[ToolOutput, str]:

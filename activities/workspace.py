@@ -34,7 +34,8 @@ from activities.sandbox import (
     sandbox_problem,
     workspace_problem,
 )
-from workflows.tools import BASH_TOOL, LIST_FILES_TOOL, READ_FILE_TOOL, WRITE_FILE_TOOL
+from workflows.contract.failures import SANDBOX_UNAVAILABLE
+from workflows.contract.tools import BASH_TOOL, LIST_FILES_TOOL, READ_FILE_TOOL, WRITE_FILE_TOOL
 
 DEFAULT_QUOTA_BYTES = 1 << 30  # what a workspace may take on disk (LANES_WORKSPACE_QUOTA_BYTES)
 FILE_TOOL_SECONDS = 30.0  # a file tool call's deadline
@@ -51,9 +52,6 @@ MAX_PATH_CHARS = 1_024
 MAX_NAME_BYTES = 255  # one path component (NAME_MAX)
 INPUT_ERROR_EXIT = 2
 FAILURE_EXIT = 1
-# The task fails (non-retryable) when bash cannot be confined and the operator did not
-# explicitly allow unconfined tools (LANES_UNSAFE_NO_SANDBOX=1).
-SANDBOX_UNAVAILABLE = "ToolSandboxUnavailable"
 
 
 @dataclass(frozen=True)

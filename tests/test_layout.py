@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from temporalio import activity, workflow
@@ -17,12 +19,14 @@ from workflows import activity_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 ORCHESTRATION = {"workflows.session", "workflows.lane", "workflows.lane_workflow", "workflows.agent_loop",
-                 "workflows.subagents", "workflows.activity_calls"}
+                 "workflows.subagents", "workflows.activity_calls", "workflows.session_handlers",
+                 "workflows.external_tasks", "workflows.capability_admission", "workflows.pinned_notes",
+                 "workflows.exhaustive", "workflows.task_events", "workflows.usage"}
 IO_LIBRARIES = {"asyncpg", "openai", "httpx", "tiktoken", "subprocess", "socket", "os", "time", "random", "pathlib"}
 SERVER_LIBRARIES = {"temporalio", "asyncpg", "openai", "fastapi", "uvicorn", "tiktoken", "prometheus_client"}
 # What each folder of the table may not import (absolute module prefixes).
 FORBIDDEN: dict[str, set[str]] = {
-    "workflows/context": {"workflows.contract", "workflows.tools", "workflows.session", "activities", "worker",
+    "workflows/context": {"workflows.contract.session", "workflows.contract.tools", "workflows.session", "activities", "worker",
                           "recordings", "lanes_client", "temporalio", *IO_LIBRARIES},
     "workflows": {"worker", "lanes_client", "recordings", *IO_LIBRARIES},
     "activities": {"worker", "lanes_client", *ORCHESTRATION},
@@ -69,6 +73,16 @@ def test_the_table_names_every_code_folder_and_each_exists():
     assert set(FORBIDDEN) <= set(listed)
 
 
+def test_importing_the_workflows_loads_no_io_library_and_no_activity():
+    """Workflow code runs in Temporal's sandbox on every replay: what it imports is loaded
+    there. Payloads come from the contract, activities are called by name."""
+    probe = ("import sys, workflows.session, workflows.lane_workflow; "
+             "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(out.stdout.strip()))
+    assert loaded & {"asyncpg", "openai", "tiktoken", "httpx", "activities", "worker", "fastapi"} == set()
+
+
 def test_each_folder_imports_only_what_its_row_allows():
     problems = []
     for folder, forbidden in FORBIDDEN.items():
@@ -90,43 +104,33 @@ def test_one_request_renderer():
                      "workflows/context/render_cache.py"}
 
 
-def _resolve(node: ast.expr) -> object:
-    """The object a dotted name in activity_calls refers to (``items.store_text``...)."""
-    if isinstance(node, ast.Name):
-        return vars(activity_calls)[node.id]
-    assert isinstance(node, ast.Attribute), ast.unparse(node)
-    return getattr(_resolve(node.value), node.attr)
-
-
 def _called_activities() -> dict[str, list[str]]:
-    """helper name -> names of the activities its execute_activity call may run."""
+    """helper name -> names of the activities its execute_activity call may run (literal
+    names, or both arms of a patch's ``"new" if workflow.patched(...) else "old"``)."""
     tree = ast.parse(Path(activity_calls.__file__).read_text())
     called: dict[str, list[str]] = {}
     for node in tree.body:
         if not isinstance(node, ast.AsyncFunctionDef):
             continue
-        targets: list[ast.expr] = []
+        names: list[str] = []
         for inner in ast.walk(node):
             if isinstance(inner, ast.Call) and getattr(inner.func, "attr", "") in ("execute_activity",
-                                                                                  "execute_activity_method"):
-                targets.append(inner.args[0])
-            elif isinstance(inner, ast.IfExp) and isinstance(inner.body, ast.Attribute):
-                targets += [inner.body, inner.orelse]
-        names: list[str] = []
-        for target in targets:
-            if isinstance(target, ast.Attribute):
-                name = activity._Definition.must_from_callable(_resolve(target)).name
-                assert name is not None  # every activity here has a name (no dynamic activities)
-                names.append(name)
-        called[node.name] = names
+                                                                                  "execute_local_activity"):
+                first = inner.args[0]
+                if isinstance(first, ast.Constant):
+                    names.append(first.value)
+            elif isinstance(inner, ast.IfExp) and isinstance(inner.body, ast.Constant):
+                names += [inner.body.value, inner.orelse.value]  # type: ignore[attr-defined]
+        called[node.name] = list(dict.fromkeys(names))
     return called
 
 
 def test_every_helper_calls_the_activity_of_its_name_and_the_worker_registers_it():
-    from worker.worker import WORKFLOWS  # noqa: F401  (the worker module builds its list from ACTIVITIES)
+    from worker.worker import ACTIVITIES
 
-    registered = {str(activity._Definition.must_from_callable(fn).name) for fn in activity_calls.ACTIVITIES}
+    registered = {str(activity._Definition.must_from_callable(fn).name) for fn in ACTIVITIES}
     registered.add("describe_lanes")  # LaneInspector's method, bound to the worker's client
+    assert registered == activity_calls.ACTIVITY_NAMES
     called = _called_activities()
     assert called, "no helpers found"
     for helper, names in called.items():

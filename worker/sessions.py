@@ -19,7 +19,8 @@ from temporalio.service import RPCError
 
 from recordings import Trajectory
 from workflows.context.engine import ContextReport
-from workflows.contract import (
+from workflows.contract.rejections import HANDING_OVER
+from workflows.contract.session import (
     ChildLane,
     ReplaySpec,
     SessionConfig,
@@ -28,7 +29,6 @@ from workflows.contract import (
     SubmitRequest,
     SubmitResult,
 )
-from workflows.rejections import HANDING_OVER
 from workflows.session import SessionWorkflow
 
 T = TypeVar("T")

@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from activities import condense, events, items, lanes, model, sessions, tools
 from activities.failures import ConciseFailures
 from activities.lanes import LaneInspector
 from activities.runtime import configure_runtime
@@ -26,7 +27,6 @@ from activities.store import close_stores
 from activities.workspace import sandbox_status
 from worker import tracing
 from worker.settings import Settings, get_settings
-from workflows.activity_calls import ACTIVITIES
 from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
 
@@ -45,6 +45,13 @@ log = logging.getLogger("lanes.worker")
 SHUTDOWN_SLACK_SECONDS = 15.0
 
 WORKFLOWS = [SessionWorkflow, LaneWorkflow]
+# The activities the workflows call by name (workflows.activity_calls.ACTIVITY_NAMES).
+ACTIVITIES = (
+    sessions.start_session, sessions.save_checkpoint, sessions.load_checkpoint,
+    items.store_text, items.store_user_message, items.ingest_items, items.measure_texts,
+    items.store_generated_items, events.record_events, model.call_model, tools.run_tool,
+    condense.condense_with_llm, lanes.finish_lane, lanes.record_handoff, lanes.close_lane_episodes,
+)
 
 
 class CannotConnect(Exception):

@@ -19,19 +19,19 @@ from typing import Protocol
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
-from activities.items import ToolCallRef
-from activities.model import ModelCallInput, ModelCallResult
-from activities.provider import CONTEXT_LENGTH_EXCEEDED
-from activities.tools import ToolRunInput, ToolRunResult
 from workflows import activity_calls as calls
 from workflows.context import engine
 from workflows.context.errors import EngineError
 from workflows.context.items import Item, Kind
-from workflows.contract import CompactionSettings, ReplaySpec
+from workflows.contract.failures import CONTEXT_LENGTH_EXCEEDED
+from workflows.contract.items import ToolCallRef
+from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
+from workflows.contract.model import ModelCallInput, ModelCallResult
+from workflows.contract.session import CompactionSettings, ReplaySpec
+from workflows.contract.tool_runs import ToolRunInput, ToolRunResult
+from workflows.contract.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, PIN_NOTE_TOOL, RECALL_TOOL, SPAWN_TOOL
 from workflows.lane import Lane
-from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
 from workflows.pinned_notes import pin_from_tool
-from workflows.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, PIN_NOTE_TOOL, RECALL_TOOL, SPAWN_TOOL
 from workflows.usage import record_usage
 
 # Gates store-only tool calls running as local activities (a marker instead of an activity

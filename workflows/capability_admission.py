@@ -12,11 +12,11 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.items import StoreTextInput
     from workflows import activity_calls as calls
     from workflows.context import engine
     from workflows.context.items import Item, Kind, Projection
-    from workflows.contract import CapabilityRequest, CapabilityResult, CapabilityStatus
+    from workflows.contract.items import StoreTextInput
+    from workflows.contract.session import CapabilityRequest, CapabilityResult, CapabilityStatus
     from workflows.lane import Lane
 
 ADMITTED, REFUSED, SKIPPED = "capability.admitted", "capability.refused", "capability.skipped"

@@ -22,8 +22,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.context import engine
     from workflows.context.items import Item
     from workflows.context.usage import CallUsage, cost_units
-    from workflows.contract import ExternalItem, ReportedUsage, TaskStatus
-    from workflows.external_calls import external_progress
+    from workflows.contract.external_calls import external_progress
+    from workflows.contract.session import ExternalItem, ReportedUsage, TaskStatus
     from workflows.lane import Lane
     from workflows.usage import record_usage
 

@@ -15,19 +15,19 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.condense import CondensationInput, CondensationOutcome
-    from activities.events import EventSpec
-    from activities.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
-    from activities.requests import PlanDelta
     from workflows import activity_calls as calls
-    from workflows import rejections
     from workflows.context import engine, ids
     from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
     from workflows.context.config import cost_profile
     from workflows.context.items import Item, Kind, Projection
-    from workflows.contract import CompactionSettings, CondenseResult, ExternalItem
-    from workflows.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
-    from workflows.lane_state import LaneState
+    from workflows.contract import rejections
+    from workflows.contract.condense import CondensationInput, CondensationOutcome
+    from workflows.contract.events import EventSpec
+    from workflows.contract.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
+    from workflows.contract.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
+    from workflows.contract.lane_state import LaneState
+    from workflows.contract.model import PlanDelta
+    from workflows.contract.session import CompactionSettings, CondenseResult, ExternalItem
     from workflows.usage import CALIBRATION_RELAXED, UsagePolicy, record_usage
 
 # Engine behaviours that plan other compactions (hence other commands) than the code

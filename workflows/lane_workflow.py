@@ -14,19 +14,18 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.lanes import FinishLaneInput
-    from activities.sessions import SessionStartInput
     from workflows import activity_calls as calls
-    from workflows import rejections
     from workflows.agent_loop import AgentLoop, LoopSettings, NoSubagents, describe
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.items import Kind
     from workflows.context.usage import counts_of
-    from workflows.handoff import brief_message
+    from workflows.contract import rejections
+    from workflows.contract.handoff import brief_message
+    from workflows.contract.lane_state import LaneState
+    from workflows.contract.lanes import FinishLaneInput, HandoffRef, LaneInput
+    from workflows.contract.session_start import SessionStartInput
     from workflows.lane import Lane, new_session_profile, patched_engine_options
-    from workflows.lane_payloads import HandoffRef, LaneInput
-    from workflows.lane_state import LaneState
     from workflows.usage import usage_policy
 
 LANE_FINISHED_SIGNAL = "lane_finished"  # SessionWorkflow.lane_finished

@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows.context.items import Kind
     from workflows.context.pins import check_pin
-    from workflows.contract import PinResult, note_problem
+    from workflows.contract.session import PinResult, note_problem
     from workflows.lane import Lane
 
 PINNED, REFUSED = "note.pinned", "note.refused"

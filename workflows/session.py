@@ -16,16 +16,28 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.sessions import LoadCheckpointInput, SaveCheckpointInput, SessionStartInput
     from workflows import activity_calls as calls
-    from workflows import exhaustive, rejections
+    from workflows import exhaustive
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop, LoopSettings
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.items import Item, Kind
     from workflows.context.usage import UsageTotals
-    from workflows.contract import (
+    from workflows.contract import rejections
+    from workflows.contract.checkpoint import (
+        KEPT_TASK_STATUSES,
+        LoadCheckpointInput,
+        PendingTaskRecord,
+        RunningTask,
+        SaveCheckpointInput,
+        SessionCheckpoint,
+    )
+    from workflows.contract.external_calls import RecentCalls, check_items, items_digest
+    from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED
+    from workflows.contract.lane_state import LaneState
+    from workflows.contract.lanes import HandoffRef
+    from workflows.contract.session import (
         AppendItemsRequest,
         AppendItemsResult,
         ChildLane,
@@ -48,16 +60,12 @@ with workflow.unsafe.imports_passed_through():
         TaskStatus,
         submit_text_problem,
     )
-    from workflows.external_calls import RecentCalls, check_items, items_digest
+    from workflows.contract.session_start import SessionStartInput
+    from workflows.contract.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
     from workflows.external_tasks import ExternalTasks
     from workflows.lane import Lane, new_session_profile, patched_engine_options
-    from workflows.lane_events import EPISODE_BEGUN, EPISODE_ENDED
-    from workflows.lane_payloads import HandoffRef
-    from workflows.lane_state import LaneState
-    from workflows.session_checkpoint import KEPT_TASK_STATUSES, PendingTaskRecord, RunningTask, SessionCheckpoint
     from workflows.session_handlers import ContextHandlers
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
-    from workflows.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
     from workflows.usage import UsagePolicy, usage_policy
 
 # Gates commands added after histories were recorded (tests/histories replays them):

@@ -10,8 +10,9 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import capability_admission, pinned_notes, rejections
-    from workflows.contract import (
+    from workflows import capability_admission, pinned_notes
+    from workflows.contract import rejections
+    from workflows.contract.session import (
         CapabilityRequest,
         CapabilityResult,
         PinRequest,

@@ -35,17 +35,16 @@ from temporalio.exceptions import (
 )
 from temporalio.workflow import ParentClosePolicy
 
-from activities.items import ToolCallRef
-from activities.lanes import CloseLaneEpisodesInput, RecordHandoffInput
 from workflows import activity_calls as calls
-from workflows import rejections
 from workflows.context import engine, ids
 from workflows.context.items import Item
 from workflows.context.usage import add_counts
-from workflows.contract import ChildLane, ChildLaneState, SessionConfig, SpawnRequest, SpawnResult
-from workflows.handoff import failed_handoff
+from workflows.contract import rejections
+from workflows.contract.handoff import failed_handoff
+from workflows.contract.items import ToolCallRef
+from workflows.contract.lanes import CloseLaneEpisodesInput, HandoffRef, LaneConfig, LaneInput, RecordHandoffInput
+from workflows.contract.session import ChildLane, ChildLaneState, SessionConfig, SpawnRequest, SpawnResult
 from workflows.lane import Lane
-from workflows.lane_payloads import HandoffRef, LaneConfig, LaneInput
 
 KEPT_FINISHED_CHILDREN = 200  # older finished children leave the session state (the store keeps their lanes)
 DRAIN_POLL = timedelta(seconds=30)  # a closing session re-checks children it cannot watch

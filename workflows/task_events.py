@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contract import TaskStatus
+    from workflows.contract.session import TaskStatus
     from workflows.lane import Lane
 
 TASK_EVENTS_PATCH = "task-events"

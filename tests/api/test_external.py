@@ -12,7 +12,7 @@ from recordings import recorded_outputs
 from tests.api.stack import replay_body
 from tests.integration.support import comparable, twin_session_ids
 from workflows.context.ids import INLINE_TEXT_LIMIT
-from workflows.tools import REPLAY_TOOLS, tool_specs
+from workflows.contract.tools import REPLAY_TOOLS, tool_specs
 
 BUDGET = 4_000  # small enough that the recording forces compactions
 

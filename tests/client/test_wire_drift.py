@@ -11,9 +11,9 @@ import pytest
 from pydantic import BaseModel
 
 from lanes_client import schemas, shapes
-from workflows import contract
 from workflows.context import content, ids, memory, report
 from workflows.context.formats import request_formats
+from workflows.contract import session as contract
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (contract.SessionStatus, shapes.SessionStatus),
@@ -97,7 +97,7 @@ def test_literals_and_limits_match():
 
 
 def test_capability_and_note_bodies_match_the_contract():
-    from workflows.tools import CONTEXT_TOOLS
+    from workflows.contract.tools import CONTEXT_TOOLS
 
     assert set(get_args(schemas.CapabilityKind)) == set(contract.CAPABILITY_KINDS)
     assert set(get_args(schemas.ContextTool)) == set(CONTEXT_TOOLS)

@@ -10,7 +10,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.condense import CondensationInput, CondensationOutcome
+    from workflows.contract.condense import CondensationInput, CondensationOutcome
 
 
 @workflow.defn(sandboxed=True)

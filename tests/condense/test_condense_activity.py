@@ -15,22 +15,19 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 import activities.runtime as runtime_module
-from activities.condense import (
+from activities.condense import check_answer, condense_with_llm, measure_memory
+from activities.metrics import REGISTRY
+from activities.runtime import configure_runtime
+from tests.condense.conftest import MODEL, PREVIEW_CHARS, Seeded, condense_settings, dump_history
+from workflows.context.memory import MemoryDoc, memory_text, validate_memory
+from workflows.contract.condense import CondensationInput, CondensationOutcome
+from workflows.contract.failures import (
     CONDENSATION_INPUT_ERROR,
     CONDENSER_RATE_LIMITED,
     CONDENSER_REJECTED,
     CONDENSER_TIMEOUT,
     CONDENSER_UNAVAILABLE,
-    CondensationInput,
-    CondensationOutcome,
-    check_answer,
-    condense_with_llm,
-    measure_memory,
 )
-from activities.metrics import REGISTRY
-from activities.runtime import configure_runtime
-from tests.condense.conftest import MODEL, PREVIEW_CHARS, Seeded, condense_settings, dump_history
-from workflows.context.memory import MemoryDoc, memory_text, validate_memory
 
 pytestmark = pytest.mark.timeout(60)
 

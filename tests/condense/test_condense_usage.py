@@ -3,11 +3,11 @@ retry), with our count of each request and the cost at the session's prices."""
 
 from __future__ import annotations
 
-from activities.condense import CondensationOutcome
 from activities.tokens import count_message_tokens
 from tests.condense.conftest import MODEL
 from tests.condense.test_condense_activity import make_input, run, sample
 from workflows.context.usage import ModelPrice
+from workflows.contract.condense import CondensationOutcome
 
 
 async def test_usage_sums_the_calls_of_a_retried_condensation(runtime, condenser, database_url, seeded):

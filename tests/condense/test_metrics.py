@@ -7,10 +7,10 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics
-from activities.condense import CondensationOutcome
-from activities.events import EventSpec
 from activities.metrics import REGISTRY
 from workflows.context.items import ToolClass
+from workflows.contract.condense import CondensationOutcome
+from workflows.contract.events import EventSpec
 
 
 def sample(name: str, **labels) -> float:

@@ -33,7 +33,7 @@ from worker.local.stack import Stack
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
 from worker.worker import build_worker, connect
-from workflows.contract import (
+from workflows.contract.session import (
     AppendItemsRequest,
     CondenseRequest,
     EpisodeBegin,

@@ -12,7 +12,7 @@ from pathlib import Path
 from recordings import ToolResultRec, Trajectory, Turn, dump_trajectory, load_trajectory
 from worker.replay.model_server import ReplayModelServer
 from workflows.context.content import ToolCall
-from workflows.contract import ReplaySpec, SessionConfig, SubagentSettings
+from workflows.contract.session import ReplaySpec, SessionConfig, SubagentSettings
 
 TOOLS = ["bash", "recall_observation", "begin_episode", "end_episode"]
 

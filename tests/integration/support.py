@@ -18,7 +18,7 @@ from worker import sessions
 from worker.local.stack import popen_group
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
-from workflows.contract import SessionConfig
+from workflows.contract.session import SessionConfig
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,8 +16,8 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from worker import sessions
-from workflows import rejections
-from workflows.contract import (
+from workflows.contract import rejections
+from workflows.contract.session import (
     AppendItemsRequest,
     CondenseRequest,
     EpisodeBegin,

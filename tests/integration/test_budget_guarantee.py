@@ -17,9 +17,9 @@ import pytest
 from activities.tokens import count_message_tokens
 from tests.integration.scripted_model import ScriptedModel, tool_call
 from worker import sessions
-from workflows import rejections
 from workflows.context import ids
-from workflows.contract import AppendItemsRequest, ExternalItem, SessionConfig
+from workflows.contract import rejections
+from workflows.contract.session import AppendItemsRequest, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

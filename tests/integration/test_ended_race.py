@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from worker import sessions
 from worker.api.backend import Backend
 from worker.api.errors import ACCEPTED_UPDATE_COMPLETED_WORKFLOW, ApiError, from_temporal
-from workflows.contract import SessionConfig
+from workflows.contract.session import SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

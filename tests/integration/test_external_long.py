@@ -14,7 +14,7 @@ from functools import partial
 import pytest
 
 from worker import sessions
-from workflows.contract import ExternalItem, SessionConfig, StepRequest
+from workflows.contract.session import ExternalItem, SessionConfig, StepRequest
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

@@ -9,8 +9,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from worker import sessions
-from workflows.contract import SubmitResult
-from workflows.rejections import HANDING_OVER, INVALID_INPUT
+from workflows.contract.rejections import HANDING_OVER, INVALID_INPUT
+from workflows.contract.session import SubmitResult
 
 
 class Handle:

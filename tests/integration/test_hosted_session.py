@@ -13,7 +13,7 @@ from temporalio.worker import Replayer
 from activities.tools import recall
 from tests.integration.support import replay_config, run_replayed_session
 from worker import sessions
-from workflows.contract import SubmitRequest
+from workflows.contract.session import SubmitRequest
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from worker import sessions
-from workflows.contract import SessionConfig
+from workflows.contract.session import SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

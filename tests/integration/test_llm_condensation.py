@@ -13,7 +13,7 @@ import pytest
 from tests.condense.condenser_server import CondenserServer
 from tests.integration.support import run_replayed_session
 from worker import sessions
-from workflows.contract import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
+from workflows.contract.session import AppendItemsRequest, CompactionSettings, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
 from workflows.usage import MODEL_USAGE
 

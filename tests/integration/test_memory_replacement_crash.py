@@ -15,7 +15,7 @@ from tests.condense.condenser_server import CondenserServer
 from tests.integration.support import run_replayed_session, spawn_worker
 from worker import sessions
 from worker.local.stack import kill_process
-from workflows.contract import CompactionSettings
+from workflows.contract.session import CompactionSettings
 from workflows.session import SessionWorkflow
 
 

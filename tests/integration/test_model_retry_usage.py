@@ -13,13 +13,13 @@ from temporalio.testing import ActivityEnvironment
 
 import activities.runtime as runtime_module
 from activities.items import store_item
-from activities.model import ModelCallInput, ModelCallResult, call_model
-from activities.requests import PlanDelta
+from activities.model import call_model
 from activities.runtime import configure_runtime
 from tests.integration.scripted_model import ScriptedModel
 from worker.settings import Settings
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
+from workflows.contract.model import ModelCallInput, ModelCallResult, PlanDelta
 
 MODEL = "usage-retry-model"
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from worker import sessions
-from workflows.contract import AppendItemsRequest, EpisodeBegin, ExternalItem, SessionConfig
+from workflows.contract.session import AppendItemsRequest, EpisodeBegin, ExternalItem, SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")

@@ -23,7 +23,7 @@ from tests.integration.support import spawn_worker
 from worker import sessions
 from worker.local.stack import kill_process
 from worker.replay.model_server import ReplayModelServer
-from workflows.contract import SpawnRequest
+from workflows.contract.session import SpawnRequest
 from workflows.session import SessionWorkflow
 
 BRIEFS = ["Inspect module 0.", "Inspect module 1.", "Inspect module 2."]

@@ -26,7 +26,7 @@ from tests.integration.scripted_model import tool_call
 from tests.integration.support import spawn_worker
 from worker import sessions
 from worker.local.stack import kill_process
-from workflows.contract import SessionConfig
+from workflows.contract.session import SessionConfig
 from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no tool sandbox here: {sandbox_problem()}")

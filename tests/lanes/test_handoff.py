@@ -1,4 +1,4 @@
-"""workflows/handoff.py: reading a subagent's final answer, and what the parent reads."""
+"""workflows/contract/handoff.py: reading a subagent's final answer, and what the parent reads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from workflows.handoff import (
+from workflows.contract.handoff import (
     BRIEF_INSTRUCTIONS,
     MAX_ENTRIES,
     MAX_ENTRY_CHARS,

@@ -17,16 +17,7 @@ from temporalio.worker import Worker
 
 import activities.runtime as runtime_module
 from activities.items import finish_item, load_item, store_item
-from activities.lanes import (
-    NO_ANSWER,
-    CloseLaneEpisodesInput,
-    FinishLaneInput,
-    LaneInspector,
-    RecordHandoffInput,
-    close_lane_episodes,
-    finish_lane,
-    record_handoff,
-)
+from activities.lanes import NO_ANSWER, LaneInspector, close_lane_episodes, finish_lane, record_handoff
 from activities.runtime import configure_runtime
 from activities.store import Store
 from activities.store_rows import EventRow
@@ -34,8 +25,8 @@ from worker.settings import Settings
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection, ToolClass
 from workflows.context.render import item_message
-from workflows.handoff import MAX_UNSTRUCTURED_CHARS, Handoff, handoff_text
-from workflows.lane_payloads import HandoffRef
+from workflows.contract.handoff import MAX_UNSTRUCTURED_CHARS, Handoff, handoff_text
+from workflows.contract.lanes import CloseLaneEpisodesInput, FinishLaneInput, HandoffRef, RecordHandoffInput
 
 pytestmark = pytest.mark.timeout(120)
 

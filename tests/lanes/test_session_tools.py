@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from workflows.contract import ReplaySpec, SessionConfig, SubagentSettings
+from workflows.contract.session import ReplaySpec, SessionConfig, SubagentSettings
+from workflows.contract.tools import REPLAY_TOOLS, WORKSPACE_TOOLS
 from workflows.session import session_tools
-from workflows.tools import REPLAY_TOOLS, WORKSPACE_TOOLS
 
 REPLAY = ReplaySpec(trajectory_path="/x.json", trajectory_id="x", model_base_url="http://127.0.0.1:1/v1")
 

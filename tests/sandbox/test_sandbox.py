@@ -395,7 +395,8 @@ async def test_without_a_sandbox_live_bash_refuses_to_run_unless_unsafe_is_set(n
     monkeypatch.setenv("OPENAI_API_KEY", "sk-worker-secret")
     from temporalio.exceptions import ApplicationError
 
-    from activities.workspace import SANDBOX_UNAVAILABLE, Workspace, sandbox_status
+    from activities.workspace import Workspace, sandbox_status
+    from workflows.contract.failures import SANDBOX_UNAVAILABLE
 
     marker = workspace / "ran"
     with pytest.raises(ApplicationError) as refused:

@@ -15,7 +15,7 @@ from typing import Any
 
 from lanes_client.schemas import MAX_TOOL_DEFINITIONS_CHARS, SessionCreate
 from worker.api.errors import ApiError
-from workflows.tools import RECALL_TOOL
+from workflows.contract.tools import RECALL_TOOL
 
 
 def tool_set_id(definitions: list[dict[str, Any]]) -> str:

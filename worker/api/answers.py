@@ -9,7 +9,7 @@ import asyncio
 from lanes_client.schemas import TaskAnswer, TaskOut
 from worker.api.backend import QUERY_TIMEOUT, Backend
 from worker.api.errors import ApiError, not_found
-from workflows.contract import SessionStatus, TaskStatus
+from workflows.contract.session import SessionStatus, TaskStatus
 from workflows.session import SessionWorkflow
 
 POLL_SECONDS = (0.1, 0.2, 0.3, 0.5)  # then every 0.5 s

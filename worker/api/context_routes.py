@@ -13,7 +13,7 @@ from fastapi import APIRouter, Response
 
 from lanes_client.schemas import CapabilityIn, CapabilityOut, NoteIn, NoteOut
 from worker.api.routes import COMMON_RESPONSES, Be, Owned
-from workflows.contract import CapabilityRequest, CapabilityResult, PinRequest, PinResult
+from workflows.contract.session import CapabilityRequest, CapabilityResult, PinRequest, PinResult
 from workflows.session import SessionWorkflow
 
 router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)

@@ -26,7 +26,7 @@ from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store_errors import StoreUnavailable
-from workflows import rejections
+from workflows.contract import rejections
 
 log = logging.getLogger("lanes.api")
 

@@ -51,7 +51,8 @@ from workflows.context.content import ToolCall
 from workflows.context.formats.request_formats import RequestFormat
 from workflows.context.formats.responses_input import FormatError, from_responses_items
 from workflows.context.usage import price_for
-from workflows.contract import (
+from workflows.contract.external_calls import json_digest
+from workflows.contract.session import (
     AppendItemsRequest,
     AppendItemsResult,
     CondenseRequest,
@@ -64,7 +65,6 @@ from workflows.contract import (
     StepRequest,
     StepResult,
 )
-from workflows.external_calls import json_digest
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.api")

@@ -51,12 +51,12 @@ from worker.api.session_config import row_config as config_of_row
 from worker.sessions import new_session_id, start_session
 from workflows.context.observations import observation_address
 from workflows.context.report import ContextReport
-from workflows.contract import (
+from workflows.contract.external_calls import json_digest
+from workflows.contract.session import (
     SessionStatus,
     SubmitRequest,
     SubmitResult,
 )
-from workflows.external_calls import json_digest
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.api")

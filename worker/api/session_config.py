@@ -23,7 +23,7 @@ from worker.api.errors import ApiError
 from worker.api.replays import check_replay
 from worker.settings import Settings
 from workflows.context.model_windows import known_window
-from workflows.contract import ReplaySpec, SessionConfig
+from workflows.contract.session import ReplaySpec, SessionConfig
 from workflows.session import session_tools
 
 # The tools mode of POST /sessions -> SessionConfig.tools ("workspace": the mode's default).

@@ -15,7 +15,7 @@ from worker.api.backend import QUERY_TIMEOUT
 from worker.api.errors import ApiError, from_temporal
 from worker.api.routes import COMMON_RESPONSES, Be, Owned
 from workflows.context.report import ContextReport
-from workflows.contract import ChildLane, SpawnRequest, SpawnResult
+from workflows.contract.session import ChildLane, SpawnRequest, SpawnResult
 from workflows.session import SessionWorkflow
 
 router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)

@@ -28,8 +28,8 @@ from workflows.context.content import ItemContent
 from workflows.context.items import Item, Kind, Projection
 from workflows.context.ledger import GENERATED_KINDS
 from workflows.context.render import render_messages
-from workflows.contract import SessionConfig
-from workflows.tools import REPLAY_TOOLS, tool_specs
+from workflows.contract.session import SessionConfig
+from workflows.contract.tools import REPLAY_TOOLS, tool_specs
 
 # the tools a hosted replay offers the model (bash + recall_observation), charged alike to every policy
 REPLAY_TOOL_SPECS = tool_specs(REPLAY_TOOLS)

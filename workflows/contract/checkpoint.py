@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from workflows.contract import ChildLane, TaskStatus
-from workflows.external_calls import RecentCalls
-from workflows.lane_state import LaneState
+from workflows.contract.external_calls import RecentCalls
+from workflows.contract.lane_state import LaneState
+from workflows.contract.session import ChildLane, TaskStatus
 
 KEPT_TASK_STATUSES = 200  # older finished task statuses are dropped from state
 
@@ -42,3 +42,14 @@ class SessionCheckpoint(BaseModel):
     next_child: int = 0
     recent_calls: RecentCalls = Field(default_factory=RecentCalls)  # keyed external calls, for idempotency
     prepared_tokens: int = 0  # our count of the last request prepared for an external agent (its usage's estimate)
+
+
+class SaveCheckpointInput(BaseModel):
+    session_id: str
+    checkpoint_id: str
+    checkpoint: SessionCheckpoint
+
+
+class LoadCheckpointInput(BaseModel):
+    session_id: str
+    checkpoint_id: str

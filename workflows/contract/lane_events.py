@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from activities.events import EventSpec
 from workflows.context import ids
 from workflows.context.compaction_plan import ApplyResult, CompactionPlan
 from workflows.context.items import Item
+from workflows.contract.events import EventSpec
 
 # Episode transitions: the inspector and a parent repairing a dead child read episode state from these.
 EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED = "episode.begun", "episode.ended", "episode.abandoned"

@@ -18,10 +18,10 @@ import json
 
 from pydantic import BaseModel, Field
 
-from workflows import rejections
 from workflows.context import engine
 from workflows.context.items import Kind
-from workflows.contract import ExternalItem
+from workflows.contract import rejections
+from workflows.contract.session import ExternalItem
 
 MAX_CALL_FIELD_CHARS = 200  # a tool call's id and name, as the HTTP API documents them
 KEPT_CALLS = 256  # keys remembered (a client retries a call within minutes, not hundreds of calls later)

@@ -12,8 +12,8 @@ from pydantic import BaseModel
 from workflows.context.config import GeneratedRole
 from workflows.context.ledger import SharedEntry
 from workflows.context.usage import ModelPrice, UsageCounts
-from workflows.contract import CompactionSettings, ReplaySpec
-from workflows.handoff import HandoffStatus
+from workflows.contract.handoff import Handoff, HandoffStatus
+from workflows.contract.session import CompactionSettings, ReplaySpec
 
 
 class LaneConfig(BaseModel):
@@ -54,3 +54,49 @@ class HandoffRef(BaseModel):
     item_id: str  # the handoff item in the child's lane
     status: HandoffStatus
     usage: UsageCounts | None = None  # the child's provider-reported usage, added to the parent's
+
+
+class FinishLaneInput(BaseModel):
+    """Turn a child's final answer (or its failure) into its handoff item."""
+
+    session_id: str
+    lane: str
+    workflow_id: str
+    final_item_id: str | None  # the child's last assistant answer, when it gave one
+    failure: str | None = None  # why the child could not finish
+    handoff_item_id: str
+    handoff_seq: int
+    task_id: str
+    model: str
+    preview_chars: int
+
+
+class RecordHandoffInput(BaseModel):
+    """Record a child's handoff as one item of the parent's lane."""
+
+    session_id: str
+    lane: str  # the parent's lane
+    child_lane: str
+    item_id: str
+    seq: int
+    observation_id: str
+    task_id: str | None
+    tool_call_id: str | None  # answers this spawn_subagent call (else a user-role item)
+    group: int | None = None
+    source_item_id: str | None = None  # the child's handoff item
+    handoff: Handoff | None = None  # or this one (a lane that died without handing off)
+    model: str
+    preview_chars: int
+
+
+class CloseLaneEpisodesInput(BaseModel):
+    session_id: str
+    lane: str
+    reason: str
+    repair_id: str  # deterministic id of this repair; events carry it so a retried call reports the same episodes
+
+
+class LaneStatus(BaseModel):
+    workflow_id: str
+    status: str  # RUNNING / COMPLETED / FAILED / TERMINATED / CANCELED / TIMED_OUT / CONTINUED_AS_NEW / NOT_FOUND
+    handoff: HandoffRef | None = None  # a completed child's result

@@ -11,14 +11,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from activities.events import EventSpec
 from workflows.context.config import GeneratedRole
 from workflows.context.content import ToolCall
 from workflows.context.ids import INLINE_TEXT_LIMIT, MAX_SUBMIT_CHARS
 from workflows.context.items import Projection
 from workflows.context.observations import RecallStyle
 from workflows.context.usage import ModelPrice, UsageTotals
-from workflows.tools import TOOL_SPECS, unknown_tools
+from workflows.contract.events import EventSpec
+from workflows.contract.tools import TOOL_SPECS, unknown_tools
 
 # hosted: the session runs the agent loop (update submit); external: an agent running
 # elsewhere appends items and asks for the next request.
