@@ -38,8 +38,8 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.heartbeat import heartbeating
 from activities.items import load_items
-from activities.provider import RETRYABLE_STATUS, client_for, is_context_overflow, retry_after_seconds
-from activities.runtime import get_runtime
+from activities.provider import RETRYABLE_STATUS, ModelClients, is_context_overflow, retry_after_seconds
+from activities.runtime import ActivityGroup, ActivitySettings, Runtime, StoreSource
 from activities.tokens import count_message_tokens, count_text_message_tokens, count_tokens
 from workflows.context.content import ItemContent
 from workflows.context.items import Item, Projection, is_tool_output
@@ -230,22 +230,8 @@ def _spent(spent: CallUsage, reported: Any, estimate: int, price: ModelPrice | N
 
 # --- the activity -----------------------------------------------------------------------
 
-@activity.defn
-async def condense_with_llm(inp: CondensationInput) -> CondensationOutcome:
-    start = time.monotonic()
-    try:
-        async with heartbeating():  # from the start: PostgreSQL may be waited for first
-            outcome = await _condense(inp)
-    except Exception as error:
-        metrics.observe_condensation_error(error, time.monotonic() - start)
-        raise
-    outcome.latency_ms = int((time.monotonic() - start) * 1000)
-    metrics.observe_condensation(outcome)
-    return outcome
 
-
-async def _condense(inp: CondensationInput) -> CondensationOutcome:
-    runtime = await get_runtime()
+async def _condense(inp: CondensationInput, runtime: Runtime, clients: ModelClients) -> CondensationOutcome:
     settings = runtime.settings
     model = inp.model or settings.condenser_model
     if inp.base_url:
@@ -289,7 +275,7 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
             f"request {request_tokens} tokens (source {source_tokens}) + reserve {inp.reserve_tokens} "
             f"exceed the condenser window {inp.condenser_window}"])
 
-    client = client_for(base_url, api_key, inp.timeout_seconds)
+    client = clients.client(base_url, api_key, inp.timeout_seconds)
     errors: list[str] = []
     conversation = list(messages)
     price = price_for(inp.prices or settings.prices, model)
@@ -341,3 +327,24 @@ async def _condense(inp: CondensationInput) -> CondensationOutcome:
         if sum(count_message_tokens(m, model) for m in conversation) + inp.reserve_tokens > inp.condenser_window:
             conversation = [*messages, feedback]  # no room to show the rejected answer
     return CondensationOutcome(status="invalid", attempts=MAX_ATTEMPTS, errors=errors, **base)
+
+
+class CondenseActivities(ActivityGroup):
+    """Bounded condensation with the condenser model (settings.condenser_model unless asked otherwise)."""
+
+    def __init__(self, settings: ActivitySettings, stores: StoreSource, clients: ModelClients) -> None:
+        super().__init__(settings, stores)
+        self.clients = clients
+
+    @activity.defn
+    async def condense_with_llm(self, inp: CondensationInput) -> CondensationOutcome:
+        start = time.monotonic()
+        try:
+            async with heartbeating():  # from the start: PostgreSQL may be waited for first
+                outcome = await _condense(inp, await self.runtime(), self.clients)
+        except Exception as error:
+            metrics.observe_condensation_error(error, time.monotonic() - start)
+            raise
+        outcome.latency_ms = int((time.monotonic() - start) * 1000)
+        metrics.observe_condensation(outcome)
+        return outcome

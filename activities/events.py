@@ -9,16 +9,19 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities import metrics
-from activities.runtime import get_runtime
+from activities.runtime import ActivityGroup
 from activities.store_rows import EventRow
 from workflows.contract.events import EventsInput
 
 
-@activity.defn
-async def record_events(inp: EventsInput) -> int:
-    """Append engine events (compactions, recoveries...) to the session's event log."""
-    runtime = await get_runtime()
-    rows = [EventRow(**e.model_dump()) for e in inp.events]
-    inserted = await runtime.store.append_events(inp.session_id, rows)
-    metrics.observe_events(rows)
-    return inserted
+class EventActivities(ActivityGroup):
+    """The event log's one write."""
+
+    @activity.defn
+    async def record_events(self, inp: EventsInput) -> int:
+        """Append engine events (compactions, recoveries...) to the session's event log."""
+        runtime = await self.runtime()
+        rows = [EventRow(**e.model_dump()) for e in inp.events]
+        inserted = await runtime.store.append_events(inp.session_id, rows)
+        metrics.observe_events(rows)
+        return inserted

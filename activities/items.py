@@ -14,9 +14,9 @@ import json
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import item_cache, metrics, token_memo
+from activities import metrics, token_memo
 from activities.item_names import names_of
-from activities.runtime import get_runtime
+from activities.runtime import ActivityGroup
 from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ItemConflict, ObservationNotFound
 from activities.store_rows import EventRow, ItemRow
@@ -190,7 +190,7 @@ async def store_items_kept(store: Store, session_id: str, lane: str, pairs: list
         stored = await store.get_items(session_id, [item.id for item, _ in pairs])
         kept = [item_of(stored[item.id]) for item, _ in pairs]
     for item, content in kept:
-        item_cache.put(store.where, session_id, item, content)
+        store.recent_items.put(session_id, item, content)
     return kept
 
 
@@ -226,7 +226,7 @@ def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
 
 async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tuple[dict[str, Item], dict[str, ItemContent]]:
     """Items and their content; only those this worker has not stored or loaded lately are read."""
-    loaded = item_cache.get(store.where, session_id, item_ids)
+    loaded = store.recent_items.get(session_id, item_ids)
     wanted = [i for i in item_ids if i not in loaded]
     if wanted:
         rows = await store.get_items(session_id, wanted)
@@ -235,7 +235,7 @@ async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tupl
             raise LookupError(f"session {session_id}: items {missing[:5]} are not stored")
         for item_id, row in rows.items():
             loaded[item_id] = item_of(row)
-            item_cache.put(store.where, session_id, *loaded[item_id])
+            store.recent_items.put(session_id, *loaded[item_id])
     return {i: loaded[i][0] for i in item_ids}, {i: loaded[i][1] for i in item_ids}
 
 
@@ -251,114 +251,6 @@ async def read_whole(store: Store, session_id: str, obs_id: str) -> str:
 
 
 # --- activities ----------------------------------------------------------------------------
-
-
-@activity.defn
-async def store_text(inp: StoreTextInput) -> Item:
-    """Store a user or system text as an item of the lane."""
-    runtime = await get_runtime()
-    content = ItemContent(text=inp.text)
-    item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
-    if inp.observation_id is not None and inp.bound_above_tokens is None:
-        # Oversized input stays exact in storage and reaches the model as a bounded source reference.
-        await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
-        item = item.model_copy(update={"observation_id": inp.observation_id})
-    item = await archive_if_oversized(runtime.store, inp.session_id, item, content, inp.preview_chars, inp.model,
-                                      inp.bound_above_tokens, inp.observation_id)
-    return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
-
-
-@activity.defn(name="store_user_message")
-async def store_user_message(inp: StoreTextInput) -> Item:
-    """``store_text`` under its former name, which runs recorded before the rename still call."""
-    return await store_text(inp)
-
-
-@activity.defn
-async def measure_texts(inp: MeasureTextsInput) -> dict[str, int]:
-    """Token cost of texts the engine generated (checkpoint, summary), as full messages."""
-    return {key: count_text_message_tokens(text, inp.model) for key, text in inp.texts.items()}
-
-
-@activity.defn(name="store_generated_items")
-async def store_generated_items(inp: GeneratedItemsInput) -> int:
-    """Store the content of items a compaction created so requests can render them.
-
-    Generated items live in their own lane: their seq in the engine repeats the lane
-    position they were made at, so they cannot share it.
-    """
-    runtime = await get_runtime()
-    rows = [
-        item_row(g.item.model_copy(update={"seq": g.number}), ItemContent(text=g.text), ids.generated_lane(inp.lane))
-        for g in inp.items
-    ]
-    return await runtime.store.put_items(inp.session_id, rows)
-
-
-@activity.defn
-async def ingest_items(inp: IngestItemsInput) -> list[Item]:
-    """Store the items an external agent appended and measure them.
-
-    Content arrives inline or by reference to an observation the API already wrote;
-    tool output is archived as an observation either way, so it is recallable. The items,
-    their observations and events are written in one transaction or not at all: ids that
-    already hold other content (seqs handed out by a workflow task that was lost) fail the
-    call with ``ITEMS_CONFLICT`` (non-retryable), naming the lane's next free seq, and the
-    workflow retries on free ids. An earlier attempt's rows of the same content are no
-    conflict: their stored metadata is answered.
-    """
-    store = (await get_runtime()).store
-    count = len(inp.items)
-    item_ids = inp.item_ids or [ids.item_id(inp.lane, inp.first_seq + n) for n in range(count)]
-    obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
-                                      for n in range(count)]
-    calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
-    measured: list[tuple[Item, ItemContent]] = []
-    archives: list[tuple[str, str, str]] = []  # (obs id, item id, text) written with the items
-    texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
-    extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
-    await _check_client_ids(store, inp.session_id, inp.items, item_ids)
-    for offset, ext in enumerate(inp.items):
-        seq = inp.first_seq + offset
-        item_id = item_ids[offset]
-        content = ItemContent(text=texts[offset] or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
-                              tool_name=ext.tool_name, **extras[offset])
-        calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
-        item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
-                    task=inp.task_id)
-        if ext.kind == Kind.ASSISTANT.value:
-            item = item.model_copy(update={"group": seq, "tool_call_ids": [c.id for c in ext.tool_calls]})
-        elif ext.kind == Kind.TOOL_RESULT.value:
-            name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
-            obs_id = ext.content_ref or obs_ids[offset]
-            if ext.content_ref is None:
-                archives.append((obs_id, item_id, content.text))
-            item = item.model_copy(update={
-                "tool_name": ext.tool_name or name,
-                "tool_call_ids": [ext.tool_call_id] if ext.tool_call_id else [],
-                "exit_code": ext.exit_code,
-                "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
-                "observation_id": obs_id,
-            })
-        bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
-                               ext.content_ref or obs_ids[offset], inp.recall)
-        if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
-            archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
-        measured.append((bounded, content))
-    events = [EventRow(**e.model_dump()) for e in inp.events]
-    rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
-    try:
-        inserted = await store.put_items_exactly(inp.session_id, inp.lane, rows,
-                                                 [*events, *(item_event(item, inp.lane) for item, _ in measured)],
-                                                 archives)
-    except ItemConflict as conflict:
-        raise ApplicationError(str(conflict), {"next_free_seq": conflict.next_free_seq, "ids": conflict.ids[:20]},
-                               type=ITEMS_CONFLICT, non_retryable=True) from None
-    kept = [item_of(row) for row in rows] if inserted == len(rows) else await _stored_pairs(store, inp.session_id, rows)
-    for item, content in kept:
-        item_cache.put(store.where, inp.session_id, item, content)
-    metrics.observe_events(events)
-    return [item for item, _ in kept]
 
 
 async def _stored_pairs(store: Store, session_id: str, rows: list[ItemRow]) -> list[tuple[Item, ItemContent]]:
@@ -397,3 +289,110 @@ async def _external_extras(store: Store, session_id: str, ext: ExternalItem) -> 
     except ObservationNotFound:
         raise rejections.invalid_input(f"extra_ref {ext.extra_ref} is not stored for this session") from None
     return {name: stored[name] for name in EXTRA_FIELDS if stored.get(name)}
+
+
+class ItemActivities(ActivityGroup):
+    """Storing and measuring the items the workflows bring in."""
+
+    @activity.defn
+    async def store_text(self, inp: StoreTextInput) -> Item:
+        """Store a user or system text as an item of the lane."""
+        runtime = await self.runtime()
+        content = ItemContent(text=inp.text)
+        item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
+        if inp.observation_id is not None and inp.bound_above_tokens is None:
+            # Oversized input stays exact in storage and reaches the model as a bounded source reference.
+            await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
+            item = item.model_copy(update={"observation_id": inp.observation_id})
+        item = await archive_if_oversized(runtime.store, inp.session_id, item, content, inp.preview_chars, inp.model,
+                                          inp.bound_above_tokens, inp.observation_id)
+        return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
+
+    @activity.defn(name="store_user_message")
+    async def store_user_message(self, inp: StoreTextInput) -> Item:
+        """``store_text`` under its former name, which runs recorded before the rename still call."""
+        return await self.store_text(inp)
+
+    @activity.defn
+    async def measure_texts(self, inp: MeasureTextsInput) -> dict[str, int]:
+        """Token cost of texts the engine generated (checkpoint, summary), as full messages."""
+        return {key: count_text_message_tokens(text, inp.model) for key, text in inp.texts.items()}
+
+    @activity.defn(name="store_generated_items")
+    async def store_generated_items(self, inp: GeneratedItemsInput) -> int:
+        """Store the content of items a compaction created so requests can render them.
+
+        Generated items live in their own lane: their seq in the engine repeats the lane
+        position they were made at, so they cannot share it.
+        """
+        runtime = await self.runtime()
+        rows = [
+            item_row(g.item.model_copy(update={"seq": g.number}), ItemContent(text=g.text), ids.generated_lane(inp.lane))
+            for g in inp.items
+        ]
+        return await runtime.store.put_items(inp.session_id, rows)
+
+    @activity.defn
+    async def ingest_items(self, inp: IngestItemsInput) -> list[Item]:
+        """Store the items an external agent appended and measure them.
+
+        Content arrives inline or by reference to an observation the API already wrote;
+        tool output is archived as an observation either way, so it is recallable. The items,
+        their observations and events are written in one transaction or not at all: ids that
+        already hold other content (seqs handed out by a workflow task that was lost) fail the
+        call with ``ITEMS_CONFLICT`` (non-retryable), naming the lane's next free seq, and the
+        workflow retries on free ids. An earlier attempt's rows of the same content are no
+        conflict: their stored metadata is answered.
+        """
+        store = await self.store()
+        count = len(inp.items)
+        item_ids = inp.item_ids or [ids.item_id(inp.lane, inp.first_seq + n) for n in range(count)]
+        obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
+                                          for n in range(count)]
+        calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
+        measured: list[tuple[Item, ItemContent]] = []
+        archives: list[tuple[str, str, str]] = []  # (obs id, item id, text) written with the items
+        texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
+        extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
+        await _check_client_ids(store, inp.session_id, inp.items, item_ids)
+        for offset, ext in enumerate(inp.items):
+            seq = inp.first_seq + offset
+            item_id = item_ids[offset]
+            content = ItemContent(text=texts[offset] or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
+                                  tool_name=ext.tool_name, **extras[offset])
+            calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
+            item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
+                        task=inp.task_id)
+            if ext.kind == Kind.ASSISTANT.value:
+                item = item.model_copy(update={"group": seq, "tool_call_ids": [c.id for c in ext.tool_calls]})
+            elif ext.kind == Kind.TOOL_RESULT.value:
+                name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
+                obs_id = ext.content_ref or obs_ids[offset]
+                if ext.content_ref is None:
+                    archives.append((obs_id, item_id, content.text))
+                item = item.model_copy(update={
+                    "tool_name": ext.tool_name or name,
+                    "tool_call_ids": [ext.tool_call_id] if ext.tool_call_id else [],
+                    "exit_code": ext.exit_code,
+                    "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
+                    "observation_id": obs_id,
+                })
+            bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
+                                   ext.content_ref or obs_ids[offset], inp.recall)
+            if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
+                archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
+            measured.append((bounded, content))
+        events = [EventRow(**e.model_dump()) for e in inp.events]
+        rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
+        try:
+            inserted = await store.put_items_exactly(inp.session_id, inp.lane, rows,
+                                                     [*events, *(item_event(item, inp.lane) for item, _ in measured)],
+                                                     archives)
+        except ItemConflict as conflict:
+            raise ApplicationError(str(conflict), {"next_free_seq": conflict.next_free_seq, "ids": conflict.ids[:20]},
+                                   type=ITEMS_CONFLICT, non_retryable=True) from None
+        kept = [item_of(row) for row in rows] if inserted == len(rows) else await _stored_pairs(store, inp.session_id, rows)
+        for item, content in kept:
+            store.recent_items.put(inp.session_id, item, content)
+        metrics.observe_events(events)
+        return [item for item, _ in kept]

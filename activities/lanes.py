@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.items import finish_item, load_item, read_whole, store_item, stored_item
-from activities.runtime import get_runtime
+from activities.runtime import ActivityGroup
 from activities.store import Store
 from activities.store_rows import EventRow
 from workflows.context import ids
@@ -52,25 +52,6 @@ _REPAIR_ROUNDS = 5
 
 
 # --- the child's handoff ------------------------------------------------------------------
-
-@activity.defn
-async def finish_lane(inp: FinishLaneInput) -> HandoffRef:
-    """Store the child's handoff as the last item of its lane (idempotent)."""
-    store = (await get_runtime()).store
-    # stored_item also completes the item's event when an earlier attempt died in between
-    done = await stored_item(store, inp.session_id, inp.lane, inp.handoff_item_id)
-    if done is not None:
-        return _ref(inp, Handoff.model_validate_json(done[1].text))
-
-    handoff = await _child_handoff(store, inp)
-    content = ItemContent(text=handoff.model_dump_json())
-    item = Item(id=inp.handoff_item_id, seq=inp.handoff_seq, kind=Kind.HANDOFF, role="assistant", task=inp.task_id)
-    item = finish_item(item, content, inp.preview_chars, inp.model)
-    await store_item(store, inp.session_id, inp.lane, item, content)
-    # Another attempt may have stored first (a lost race): its handoff is the truth.
-    stored = await load_item(store, inp.session_id, inp.handoff_item_id)
-    assert stored is not None
-    return _ref(inp, Handoff.model_validate_json(stored[1].text))
 
 
 async def _child_handoff(store: Store, inp: FinishLaneInput) -> Handoff:
@@ -105,44 +86,6 @@ def _ref(inp: FinishLaneInput, handoff: Handoff) -> HandoffRef:
 
 
 # --- its record in the parent -------------------------------------------------------------
-
-@activity.defn
-async def record_handoff(inp: RecordHandoffInput) -> Item:
-    """Record a child's handoff as one item of the parent's lane (idempotent)."""
-    store = (await get_runtime()).store
-    done = await stored_item(store, inp.session_id, inp.lane, inp.item_id)
-    if done is not None:
-        return done[0]
-
-    if inp.handoff is not None:
-        # a lane repaired as dead may have stored its real handoff just before it died
-        handoff = await _handoff_in_lane(store, inp.session_id, inp.child_lane) or inp.handoff
-    else:
-        handoff = await _source_handoff(store, inp)
-    text = handoff_text(inp.child_lane, handoff)
-    # The exact handoff is archived, so a compacted record still points at it.
-    meta = await store.put_observation(inp.session_id, inp.observation_id, inp.item_id, text)
-    if not meta.inserted:  # an earlier attempt archived it: that text is the truth
-        text = await read_whole(store, inp.session_id, inp.observation_id)
-    completed = handoff.status == "completed"
-    content = ItemContent(text=text, tool_call_id=inp.tool_call_id, tool_name=SPAWN_TOOL)
-    item = Item(
-        id=inp.item_id,
-        seq=inp.seq,
-        kind=Kind.HANDOFF,
-        # answering a spawn_subagent call keeps the call/result pairing the chat API needs
-        role="tool" if inp.tool_call_id else "user",
-        group=inp.group,
-        task=inp.task_id,
-        tool_name=SPAWN_TOOL,
-        tool_call_ids=[inp.tool_call_id] if inp.tool_call_id else [],
-        # a blocked or failed child is evicted last, like a failed command
-        tool_class=ToolClass.RUN if completed else ToolClass.ERROR,
-        exit_code=0 if completed else 1,
-        observation_id=inp.observation_id,
-    )
-    item = finish_item(item, content, inp.preview_chars, inp.model)
-    return await store_item(store, inp.session_id, inp.lane, item, content)
 
 
 async def _handoff_in_lane(store: Store, session_id: str, lane: str) -> Handoff | None:
@@ -182,36 +125,6 @@ async def _source_handoff(store: Store, inp: RecordHandoffInput) -> Handoff:
 
 # --- recovery -----------------------------------------------------------------------------
 
-@activity.defn
-async def close_lane_episodes(inp: CloseLaneEpisodesInput) -> list[str]:
-    """Abandon the episodes a dead lane left open; returns the ids this repair abandoned
-    (the same list when retried, since its events carry ``repair_id``)."""
-    store = (await get_runtime()).store
-    events_lane, recovery_lane = ids.events_lane(inp.lane), ids.recovery_lane(inp.lane)
-    for _ in range(_REPAIR_ROUNDS):
-        log_events = await store.lane_events(inp.session_id, [events_lane],
-                                             [EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED])
-        recovery = await store.lane_events(inp.session_id, [recovery_lane])  # every kind: for the next seq
-        begun: list[str] = []  # in begun order (by seq)
-        closed: set[str] = set()
-        for event in log_events + recovery:
-            episode_id = str(event.payload.get("episode_id"))
-            if event.kind == EPISODE_BEGUN and episode_id not in begun:
-                begun.append(episode_id)
-            elif event.kind in (EPISODE_ENDED, EPISODE_ABANDONED):
-                closed.add(episode_id)
-        still_open = [e for e in begun if e not in closed]
-        if not still_open:
-            return [str(e.payload.get("episode_id")) for e in recovery
-                    if e.kind == EPISODE_ABANDONED and e.payload.get("repair_id") == inp.repair_id]
-        first = max((e.seq for e in recovery), default=-1) + 1
-        rows = [EventRow(lane=recovery_lane, seq=seq, event_id=ids.event_id(recovery_lane, seq), kind=EPISODE_ABANDONED,
-                         payload={"episode_id": episode_id, "reason": inp.reason, "repair_id": inp.repair_id})
-                for seq, episode_id in enumerate(still_open, start=first)]
-        await store.append_events(inp.session_id, rows)  # a row whose seq was taken meanwhile is dropped
-    raise ApplicationError(f"lane {inp.lane}: open episodes kept changing while being closed",
-                           type=LANE_REPAIR_CONFLICT)
-
 
 # --- what became of the children ----------------------------------------------------------
 
@@ -246,3 +159,94 @@ class LaneInspector:
                 # a result that is no HandoffRef (or a run that failed meanwhile): the parent treats it as lost
                 log.warning("lane workflow %s completed without a readable handoff: %r", workflow_id, error)
         return LaneStatus(workflow_id=workflow_id, status=status, handoff=handoff)
+
+
+class LaneActivities(ActivityGroup):
+    """A subagent lane's handoff, its record in the parent, and recovery when it died."""
+
+    @activity.defn
+    async def finish_lane(self, inp: FinishLaneInput) -> HandoffRef:
+        """Store the child's handoff as the last item of its lane (idempotent)."""
+        store = await self.store()
+        # stored_item also completes the item's event when an earlier attempt died in between
+        done = await stored_item(store, inp.session_id, inp.lane, inp.handoff_item_id)
+        if done is not None:
+            return _ref(inp, Handoff.model_validate_json(done[1].text))
+
+        handoff = await _child_handoff(store, inp)
+        content = ItemContent(text=handoff.model_dump_json())
+        item = Item(id=inp.handoff_item_id, seq=inp.handoff_seq, kind=Kind.HANDOFF, role="assistant", task=inp.task_id)
+        item = finish_item(item, content, inp.preview_chars, inp.model)
+        await store_item(store, inp.session_id, inp.lane, item, content)
+        # Another attempt may have stored first (a lost race): its handoff is the truth.
+        stored = await load_item(store, inp.session_id, inp.handoff_item_id)
+        assert stored is not None
+        return _ref(inp, Handoff.model_validate_json(stored[1].text))
+
+    @activity.defn
+    async def record_handoff(self, inp: RecordHandoffInput) -> Item:
+        """Record a child's handoff as one item of the parent's lane (idempotent)."""
+        store = await self.store()
+        done = await stored_item(store, inp.session_id, inp.lane, inp.item_id)
+        if done is not None:
+            return done[0]
+
+        if inp.handoff is not None:
+            # a lane repaired as dead may have stored its real handoff just before it died
+            handoff = await _handoff_in_lane(store, inp.session_id, inp.child_lane) or inp.handoff
+        else:
+            handoff = await _source_handoff(store, inp)
+        text = handoff_text(inp.child_lane, handoff)
+        # The exact handoff is archived, so a compacted record still points at it.
+        meta = await store.put_observation(inp.session_id, inp.observation_id, inp.item_id, text)
+        if not meta.inserted:  # an earlier attempt archived it: that text is the truth
+            text = await read_whole(store, inp.session_id, inp.observation_id)
+        completed = handoff.status == "completed"
+        content = ItemContent(text=text, tool_call_id=inp.tool_call_id, tool_name=SPAWN_TOOL)
+        item = Item(
+            id=inp.item_id,
+            seq=inp.seq,
+            kind=Kind.HANDOFF,
+            # answering a spawn_subagent call keeps the call/result pairing the chat API needs
+            role="tool" if inp.tool_call_id else "user",
+            group=inp.group,
+            task=inp.task_id,
+            tool_name=SPAWN_TOOL,
+            tool_call_ids=[inp.tool_call_id] if inp.tool_call_id else [],
+            # a blocked or failed child is evicted last, like a failed command
+            tool_class=ToolClass.RUN if completed else ToolClass.ERROR,
+            exit_code=0 if completed else 1,
+            observation_id=inp.observation_id,
+        )
+        item = finish_item(item, content, inp.preview_chars, inp.model)
+        return await store_item(store, inp.session_id, inp.lane, item, content)
+
+    @activity.defn
+    async def close_lane_episodes(self, inp: CloseLaneEpisodesInput) -> list[str]:
+        """Abandon the episodes a dead lane left open; returns the ids this repair abandoned
+        (the same list when retried, since its events carry ``repair_id``)."""
+        store = await self.store()
+        events_lane, recovery_lane = ids.events_lane(inp.lane), ids.recovery_lane(inp.lane)
+        for _ in range(_REPAIR_ROUNDS):
+            log_events = await store.lane_events(inp.session_id, [events_lane],
+                                                 [EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED])
+            recovery = await store.lane_events(inp.session_id, [recovery_lane])  # every kind: for the next seq
+            begun: list[str] = []  # in begun order (by seq)
+            closed: set[str] = set()
+            for event in log_events + recovery:
+                episode_id = str(event.payload.get("episode_id"))
+                if event.kind == EPISODE_BEGUN and episode_id not in begun:
+                    begun.append(episode_id)
+                elif event.kind in (EPISODE_ENDED, EPISODE_ABANDONED):
+                    closed.add(episode_id)
+            still_open = [e for e in begun if e not in closed]
+            if not still_open:
+                return [str(e.payload.get("episode_id")) for e in recovery
+                        if e.kind == EPISODE_ABANDONED and e.payload.get("repair_id") == inp.repair_id]
+            first = max((e.seq for e in recovery), default=-1) + 1
+            rows = [EventRow(lane=recovery_lane, seq=seq, event_id=ids.event_id(recovery_lane, seq), kind=EPISODE_ABANDONED,
+                             payload={"episode_id": episode_id, "reason": inp.reason, "repair_id": inp.repair_id})
+                    for seq, episode_id in enumerate(still_open, start=first)]
+            await store.append_events(inp.session_id, rows)  # a row whose seq was taken meanwhile is dropped
+        raise ApplicationError(f"lane {inp.lane}: open episodes kept changing while being closed",
+                               type=LANE_REPAIR_CONFLICT)

@@ -16,28 +16,21 @@ from dataclasses import dataclass, field
 
 from activities import token_memo
 from activities.items import load_items
+from activities.recent_rows import PlanEntries
 from activities.store import Store
+from activities.store_rows import EventRow
 from activities.tokens import count_tool_definitions
 from workflows.context.content import ItemContent
 from workflows.context.formats.request_formats import FormattedRequest, RequestFormat, format_request
 from workflows.context.items import Projection
 from workflows.context.observations import RecallStyle
 from workflows.context.render import Entries, Rendered, render_messages, render_turns
-from workflows.contract.model import PlanDelta
+from workflows.contract.model import ModelCallInput, PlanDelta
 from workflows.contract.tools import tool_specs
-
-PlanEntries = list[tuple[str, Projection]]
 
 
 class PlanBaseMissing(LookupError):
     """The delta names a base plan that was never stored (a workflow bug, not retryable)."""
-
-
-# Plans this worker stored last (a stored version never changes: the first write wins, and
-# only plans this worker wrote first are kept): the next delta of a lane usually builds on
-# one of them, without reading it back from PostgreSQL.
-RECENT_PLANS = 256
-_recent_plans: dict[tuple[str, str, str, int], PlanEntries] = {}  # (database, session, lane, version)
 
 
 async def resolve_plan(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
@@ -54,7 +47,7 @@ async def plan_entries(store: Store, session_id: str, lane: str, delta: PlanDelt
     """The full plan of ``delta.version`` (not stored yet: ``store_plan``)."""
     if delta.base_version is None:
         return list(delta.entries)
-    base = _recent_plans.get((store.where, session_id, lane, delta.base_version))
+    base = store.recent_plans.get(session_id, lane, delta.base_version)
     if base is None:
         stored = await store.get_plan(session_id, lane, delta.base_version)
         if stored is None:
@@ -66,9 +59,7 @@ async def plan_entries(store: Store, session_id: str, lane: str, delta: PlanDelt
 async def store_plan(store: Store, session_id: str, lane: str, version: int, entries: PlanEntries) -> None:
     """Store plan ``version`` once (the first write wins), so that the next delta can build on it."""
     if await store.put_plan(session_id, lane, version, [[i, p.value] for i, p in entries]):
-        _recent_plans[(store.where, session_id, lane, version)] = list(entries)
-        while len(_recent_plans) > RECENT_PLANS:
-            del _recent_plans[next(iter(_recent_plans))]
+        store.recent_plans.put(session_id, lane, version, entries)
 
 
 @dataclass(frozen=True)
@@ -131,3 +122,16 @@ async def materialise(store: Store, session_id: str, entries: Entries, *, previe
     tool_tokens = _tool_tokens(specs, model)
     return Request(messages=messages, tools=specs, message_tokens=message_tokens, tool_tokens=tool_tokens,
                    stable_prefix_messages=stable, turns=turns, contents=contents)
+
+
+async def model_request(store: Store, inp: ModelCallInput) -> Request:
+    """The request of a model call: its plan (usually built on the one this worker stored
+    last, with no round trip) materialised, while the plan and the call's request event are
+    written beside it (one round trip for all; both idempotent, so a retry writes them once)."""
+    events = [EventRow(**inp.request_event.model_dump())] if inp.request_event is not None else []
+    entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
+    request, _, _ = await asyncio.gather(
+        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model),
+        store.append_events(inp.session_id, events),
+        store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries))
+    return request

@@ -1,12 +1,14 @@
-"""What activities share inside one worker process: their settings and the store.
+"""What the activity classes are built with: the worker's settings and its store.
 
-The worker configures it once at start (``configure_runtime``); activities call
-:func:`get_runtime`. The settings are whatever the process read (``worker.settings``):
-activities only need the fields of :class:`ActivitySettings`.
+The worker constructs each activity class once (``worker.worker.activity_objects``) with
+these, as Temporal's samples build activities that hold a client or a pool; nothing here is
+looked up from a process-global. The settings are whatever the process read
+(``worker.settings``): activities only need the fields of :class:`ActivitySettings`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -14,7 +16,7 @@ from typing import Protocol
 from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 
-from activities.store import Store, get_store
+from activities.store import Store
 from workflows.context.usage import ModelPrice
 from workflows.contract.failures import WORKER_MISCONFIGURED
 
@@ -42,11 +44,52 @@ class ActivitySettings(Protocol):
     def prices(self) -> dict[str, ModelPrice]: ...
 
 
-_settings: ActivitySettings | None = None
+def misconfigured(message: str) -> ApplicationError:
+    """An error no retry can fix: the worker process is set up wrong."""
+    return ApplicationError(message, type=WORKER_MISCONFIGURED, non_retryable=True)
+
+
+class StoreSource:
+    """The worker's one :class:`Store`, opened on first use on the loop the activities run on
+    (the worker is built before its loop runs them) and opened again if it was closed."""
+
+    def __init__(self, database_url: str | None, retry_for: float = 15.0) -> None:
+        self.database_url = database_url
+        self.retry_for = retry_for
+        self._store: Store | None = None
+        self._opening: asyncio.Task[Store] | None = None
+
+    async def get(self) -> Store:
+        if not self.database_url:
+            raise misconfigured("DATABASE_URL is not set in the worker process")
+        loop = asyncio.get_running_loop()
+        store = self._store
+        if store is not None and store.loop is loop and not store.closed:
+            return store
+        pending = self._opening
+        if pending is None or pending.get_loop() is not loop:
+            pending = self._opening = loop.create_task(Store.open(self.database_url, retry_for=self.retry_for))
+        try:
+            self._store = await asyncio.shield(pending)  # a cancelled caller does not cancel the open
+        finally:
+            if pending.done() and self._opening is pending:
+                self._opening = None
+        return self._store
+
+    async def close(self) -> None:
+        store, self._store = self._store, None
+        if store is not None and not store.closed:
+            await store.close()
+
+
+def store_source(settings: ActivitySettings) -> StoreSource:
+    return StoreSource(settings.database_url, retry_for=settings.store_outage_seconds)
 
 
 @dataclass(frozen=True)
 class Runtime:
+    """What one activity call works with."""
+
     settings: ActivitySettings
     store: Store
 
@@ -57,19 +100,15 @@ class Runtime:
         return self.settings.workspace_root
 
 
-def configure_runtime(settings: ActivitySettings) -> None:
-    """Use these settings in this process (the worker calls it before it polls)."""
-    global _settings
-    _settings = settings
+class ActivityGroup:
+    """Base of the activity classes: each is built once per worker with its settings and store."""
 
+    def __init__(self, settings: ActivitySettings, stores: StoreSource) -> None:
+        self.settings = settings
+        self.stores = stores
 
-def misconfigured(message: str) -> ApplicationError:
-    return ApplicationError(message, type=WORKER_MISCONFIGURED, non_retryable=True)
+    async def store(self) -> Store:
+        return await self.stores.get()
 
-
-async def get_runtime() -> Runtime:
-    if _settings is None:
-        raise misconfigured("activities run in a process that never called configure_runtime")
-    if not _settings.database_url:
-        raise misconfigured("DATABASE_URL is not set in the worker process")
-    return Runtime(_settings, await get_store(_settings.database_url, retry_for=_settings.store_outage_seconds))
+    async def runtime(self) -> Runtime:
+        return Runtime(self.settings, await self.stores.get())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.runtime import get_runtime
+from activities.runtime import ActivityGroup
 from activities.store_errors import CheckpointNotFound, ToolSetNotFound
 from activities.tokens import count_tool_definitions
 from workflows.contract.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
@@ -18,35 +18,36 @@ from workflows.contract.session_start import SessionStartInput, SessionStartResu
 from workflows.contract.tools import tool_specs
 
 
-@activity.defn
-async def start_session(inp: SessionStartInput) -> SessionStartResult:
-    """Register the session and measure the fixed cost of its tool definitions (the
-    catalog's, then the agent's own), as ``activities.requests.materialise`` sends them."""
-    runtime = await get_runtime()
-    await runtime.store.ensure_session(inp.session_id, inp.tenant, inp.config)
-    specs = tool_specs(inp.tools)
-    if inp.tool_set is not None:
+class SessionActivities(ActivityGroup):
+    """Registering sessions and carrying their state across continue-as-new."""
+
+    @activity.defn
+    async def start_session(self, inp: SessionStartInput) -> SessionStartResult:
+        """Register the session and measure the fixed cost of its tool definitions (the
+        catalog's, then the agent's own), as ``activities.requests.materialise`` sends them."""
+        runtime = await self.runtime()
+        await runtime.store.ensure_session(inp.session_id, inp.tenant, inp.config)
+        specs = tool_specs(inp.tools)
+        if inp.tool_set is not None:
+            try:
+                specs += await runtime.store.get_tool_set(inp.session_id, inp.tool_set)
+            except ToolSetNotFound as exc:  # the API stores it before starting the session: a bug, not a fault
+                raise ApplicationError(str(exc), type="ToolSetNotFound", non_retryable=True) from None
+        return SessionStartResult(tool_definition_tokens=count_tool_definitions(specs, inp.model))
+
+    @activity.defn
+    async def save_checkpoint(self, inp: SaveCheckpointInput) -> None:
+        """Write the session state the next run continues from (idempotent by id)."""
+        runtime = await self.runtime()
+        await runtime.store.put_checkpoint(
+            inp.session_id, inp.checkpoint_id, inp.checkpoint.lane.lane, inp.checkpoint.model_dump(mode="json")
+        )
+
+    @activity.defn
+    async def load_checkpoint(self, inp: LoadCheckpointInput) -> SessionCheckpoint:
+        runtime = await self.runtime()
         try:
-            specs += await runtime.store.get_tool_set(inp.session_id, inp.tool_set)
-        except ToolSetNotFound as exc:  # the API stores it before starting the session: a bug, not a fault
-            raise ApplicationError(str(exc), type="ToolSetNotFound", non_retryable=True) from None
-    return SessionStartResult(tool_definition_tokens=count_tool_definitions(specs, inp.model))
-
-
-@activity.defn
-async def save_checkpoint(inp: SaveCheckpointInput) -> None:
-    """Write the session state the next run continues from (idempotent by id)."""
-    runtime = await get_runtime()
-    await runtime.store.put_checkpoint(
-        inp.session_id, inp.checkpoint_id, inp.checkpoint.lane.lane, inp.checkpoint.model_dump(mode="json")
-    )
-
-
-@activity.defn
-async def load_checkpoint(inp: LoadCheckpointInput) -> SessionCheckpoint:
-    runtime = await get_runtime()
-    try:
-        state = await runtime.store.get_checkpoint(inp.session_id, inp.checkpoint_id)
-    except CheckpointNotFound as error:
-        raise ApplicationError(str(error), type=CHECKPOINT_NOT_FOUND, non_retryable=True) from None
-    return SessionCheckpoint.model_validate(state)
+            state = await runtime.store.get_checkpoint(inp.session_id, inp.checkpoint_id)
+        except CheckpointNotFound as error:
+            raise ApplicationError(str(error), type=CHECKPOINT_NOT_FOUND, non_retryable=True) from None
+        return SessionCheckpoint.model_validate(state)

@@ -29,6 +29,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from activities.recent_rows import ItemCache, RecentPlans
 from activities.store_errors import (
     CheckpointNotFound,
     ItemConflict,
@@ -133,6 +134,8 @@ class Store:
         self.retry_for = retry_for
         self.where = where
         self.loop = asyncio.get_running_loop()
+        self.recent_items = ItemCache()  # rows never change once written: safe to keep
+        self.recent_plans = RecentPlans()
 
     @classmethod
     async def open(cls, dsn: str, *, min_size: int = 1, max_size: int = 10,
@@ -547,37 +550,3 @@ def _check_limit(limit: int) -> int:
     if limit <= 0:
         raise ValueError(f"limit must be > 0 (got {limit})")
     return min(limit, 10_000)
-
-
-# --- one store per process (activities share it) ------------------------------------
-
-_stores: dict[str, Store] = {}
-_opening: dict[str, asyncio.Future[Store]] = {}
-
-
-async def get_store(dsn: str, retry_for: float = 15.0) -> Store:
-    """The process's shared :class:`Store` for ``dsn`` (opened on first use; ``retry_for``
-    applies to the store this call opens)."""
-    loop = asyncio.get_running_loop()
-    store = _stores.get(dsn)
-    if store is not None and store.loop is loop and not store.closed:
-        return store
-    pending = _opening.get(dsn)
-    if pending is None or pending.get_loop() is not loop:
-        pending = _opening[dsn] = loop.create_task(Store.open(dsn, retry_for=retry_for))
-    try:
-        store = await asyncio.shield(pending)
-    finally:
-        if pending.done() and _opening.get(dsn) is pending:
-            del _opening[dsn]
-    _stores[dsn] = store
-    return store
-
-
-async def close_stores() -> None:
-    """Close the stores opened by :func:`get_store` on the running loop (worker shutdown)."""
-    loop = asyncio.get_running_loop()
-    for dsn, store in list(_stores.items()):
-        if store.loop is loop:
-            del _stores[dsn]
-            await store.close()

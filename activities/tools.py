@@ -18,13 +18,13 @@ from datetime import datetime
 
 from temporalio import activity
 
-from activities import item_cache, metrics
+from activities import metrics
 from activities.command_effects import bash_call_may_have_effects
 from activities.heartbeat import heartbeating
 from activities.items import finish_item, item_event, item_of, read_whole, store_items
 from activities.recall import recall
 from activities.replay import recorded_output
-from activities.runtime import Runtime, get_runtime
+from activities.runtime import ActivityGroup, Runtime
 from activities.sandbox import SandboxPolicy
 from activities.store_rows import EventRow
 from activities.workspace import ToolOutput, Workspace
@@ -91,16 +91,7 @@ async def _execute(inp: ToolRunInput, runtime: Runtime, arguments: str) -> tuple
     return await workspace.run(inp.tool_name, arguments), "tool", None
 
 
-@activity.defn
-async def run_tool(inp: ToolRunInput) -> ToolRunResult:
-    if activity.info().is_local:  # a store-only call (no heartbeats: the workflow task is its liveness)
-        return await _run_tool(inp)
-    async with heartbeating(at_start=False):  # as long as the tool runs (and PostgreSQL is waited for)
-        return await _run_tool(inp)
-
-
-async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
-    runtime = await get_runtime()
+async def _run_tool(inp: ToolRunInput, runtime: Runtime) -> ToolRunResult:
     store = runtime.store
     # The deferred events go with the result item's event (one write; on the done path too).
     events = [EventRow(**e.model_dump()) for e in inp.events]
@@ -108,7 +99,7 @@ async def _run_tool(inp: ToolRunInput) -> ToolRunResult:
     # A call that answers the same when run again (an answer the workflow has, a recorded output,
     # a recall) needs no read first when this worker stored the model's answer: the writes below
     # keep whatever an earlier attempt stored, and report it.
-    cached = item_cache.get(store.where, inp.session_id, [inp.assistant_item_id]) if _rerunnable(inp) else {}
+    cached = store.recent_items.get(inp.session_id, [inp.assistant_item_id]) if _rerunnable(inp) else {}
     if cached:
         arguments = _arguments(cached[inp.assistant_item_id][1], inp)
     else:
@@ -169,3 +160,14 @@ def _arguments(assistant: ItemContent, inp: ToolRunInput) -> str:
         if call.id == inp.call_id:
             return call.arguments
     raise LookupError(f"assistant item {inp.assistant_item_id} has no tool call {inp.call_id}")
+
+
+class ToolActivities(ActivityGroup):
+    """Running tool calls and storing their results."""
+
+    @activity.defn
+    async def run_tool(self, inp: ToolRunInput) -> ToolRunResult:
+        if activity.info().is_local:  # a store-only call (no heartbeats: the workflow task is its liveness)
+            return await _run_tool(inp, await self.runtime())
+        async with heartbeating(at_start=False):  # as long as the tool runs (and PostgreSQL is waited for)
+            return await _run_tool(inp, await self.runtime())

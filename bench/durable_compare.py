@@ -38,7 +38,6 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.store import close_stores
 from recordings import Trajectory, load_trajectory
 from worker import sessions
 from worker.local.stack import Stack
@@ -253,7 +252,6 @@ async def compare(args: argparse.Namespace, tmp: Path, stack: Stack) -> dict[str
                       f"history {history['bytes']:,} B, {history['workflow_tasks'] / turns:.2f} workflow tasks/turn",
                       file=sys.stderr)
                 load.append(machine()["load_average_1m"])
-        await close_stores()
     if args.only is not None:  # a look at one agent (profiling): no comparison
         return {"order": order, args.only: summarise(results[args.only]), "runs": results}
     lanes, baseline = summarise(results[LANES]), summarise(results[BASELINE])

@@ -23,7 +23,6 @@ import time
 import uuid
 from pathlib import Path
 
-from activities.store import close_stores
 from recordings import dump_trajectory, load_trajectory, synthetic_trajectory
 from worker import sessions
 from worker.local.stack import Stack
@@ -73,7 +72,6 @@ async def run(turns: int, budget: int, tmp: Path, stack: Stack) -> dict:
             async for info in client.list_workflows(f'WorkflowId = "{session_id}"'):
                 history = await client.get_workflow_handle(session_id, run_id=info.run_id).fetch_history()
                 runs.append({"events": len(history.events), "bytes": sum(e.ByteSize() for e in history.events)})
-        await close_stores()
     offline = list(iter_requests(trajectory, "lanes", budget, batches=lane_batches(trajectory, session_id)))
     ordered = [stamps[t] for t in sorted(stamps)]
     gaps = [(b - a) * 1000 for a, b in itertools.pairwise(ordered)]

@@ -126,11 +126,14 @@ def _called_activities() -> dict[str, list[str]]:
 
 
 def test_every_helper_calls_the_activity_of_its_name_and_the_worker_registers_it():
-    from worker.worker import ACTIVITIES
+    from worker.settings import Settings
+    from worker.worker import activity_methods, activity_objects, store_source
 
-    registered = {str(activity._Definition.must_from_callable(fn).name) for fn in ACTIVITIES}
-    registered.add("describe_lanes")  # LaneInspector's method, bound to the worker's client
-    assert registered == activity_calls.ACTIVITY_NAMES
+    settings = Settings()
+    methods = activity_methods(activity_objects(None, settings, store_source(settings)))
+    names = [str(activity._Definition.must_from_callable(fn).name) for fn in methods]
+    registered = set(names)
+    assert len(names) == len(registered) and registered == activity_calls.ACTIVITY_NAMES
     called = _called_activities()
     assert called, "no helpers found"
     for helper, names in called.items():
@@ -165,6 +168,6 @@ def test_a_user_message_crosses_each_layer_once_as_the_readme_says():
     assert "submit" in workflow._Definition.must_from_class(SessionWorkflow).updates
     loop = inspect.getsource(AgentLoop.call_model)
     assert "lane.plan_within_budget(" in loop and "calls.call_model(" in loop
-    assert model.materialise is requests.materialise and external_routes.materialise is requests.materialise
-    assert "materialise(" in inspect.getsource(model)  # the activity call_model and its helpers
+    assert external_routes.materialise is requests.materialise
+    assert model.model_request is requests.model_request and "materialise(" in inspect.getsource(requests.model_request)
     assert "materialise(" in inspect.getsource(external_routes._request_out)

@@ -12,18 +12,25 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities import condense, events, items, lanes, model, sessions, tools
+from activities.condense import CondenseActivities
+from activities.events import EventActivities
 from activities.failures import ConciseFailures
-from activities.lanes import LaneInspector
-from activities.runtime import configure_runtime
-from activities.store import close_stores
+from activities.items import ItemActivities
+from activities.lanes import LaneActivities, LaneInspector
+from activities.model import ModelActivities
+from activities.provider import ModelClients
+from activities.runtime import ActivityGroup, ActivitySettings, StoreSource, store_source
+from activities.sessions import SessionActivities
+from activities.tools import ToolActivities
 from activities.workspace import sandbox_status
 from worker import tracing
 from worker.settings import Settings, get_settings
@@ -45,13 +52,51 @@ log = logging.getLogger("lanes.worker")
 SHUTDOWN_SLACK_SECONDS = 15.0
 
 WORKFLOWS = [SessionWorkflow, LaneWorkflow]
-# The activities the workflows call by name (workflows.activity_calls.ACTIVITY_NAMES).
-ACTIVITIES = (
-    sessions.start_session, sessions.save_checkpoint, sessions.load_checkpoint,
-    items.store_text, items.store_user_message, items.ingest_items, items.measure_texts,
-    items.store_generated_items, events.record_events, model.call_model, tools.run_tool,
-    condense.condense_with_llm, lanes.finish_lane, lanes.record_handoff, lanes.close_lane_episodes,
-)
+
+
+def activity_objects(client: Client, settings: ActivitySettings, stores: StoreSource) -> list[object]:
+    """Every activity class, built once with what it uses (one store and one set of model
+    clients for all of them); ``describe_lanes`` asks Temporal with this worker's client."""
+    clients = ModelClients()
+    return [
+        SessionActivities(settings, stores), ItemActivities(settings, stores), EventActivities(settings, stores),
+        ModelActivities(settings, stores, clients), ToolActivities(settings, stores),
+        CondenseActivities(settings, stores, clients), LaneActivities(settings, stores), LaneInspector(client),
+    ]
+
+
+def activity_methods(objects: list[object]) -> list[Callable[..., Any]]:
+    """The bound activity methods of ``objects`` (what ``Worker(activities=...)`` takes): exactly
+    the names ``workflows.activity_calls.ACTIVITY_NAMES`` calls (tests/test_layout.py)."""
+    return [getattr(obj, name) for obj in objects for name in dir(type(obj))
+            if not name.startswith("_") and activity._Definition.from_callable(getattr(type(obj), name)) is not None]
+
+
+class LanesWorker(Worker):
+    """The worker, which closes the store its activities opened when it stops."""
+
+    def __init__(self, client: Client, *, stores: StoreSource, objects: list[object], **options: Any) -> None:
+        super().__init__(client, activities=activity_methods(objects), **options)
+        self.stores = stores
+        self.objects = objects
+
+    def use_settings(self, settings: ActivitySettings) -> None:
+        """Run the activities with other settings from now on (tests point them at their own
+        model endpoint); the store stays the one opened."""
+        for obj in self.objects:
+            if isinstance(obj, ActivityGroup):
+                obj.settings = settings
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await super().__aexit__(*exc)
+        finally:
+            await close_stores(self.stores)
+
+
+async def close_stores(stores: StoreSource) -> None:
+    """The last step of a shutdown (a test replaces it with one that hangs)."""
+    await stores.close()
 
 
 class CannotConnect(Exception):
@@ -69,14 +114,14 @@ async def connect(settings: Settings, *, tracer_provider: TracerProvider | None 
     )
 
 
-def build_worker(client: Client, settings: Settings, **options) -> Worker:
-    configure_runtime(settings)
-    return Worker(
+def build_worker(client: Client, settings: Settings, **options: Any) -> LanesWorker:
+    stores = store_source(settings)
+    return LanesWorker(
         client,
+        stores=stores,
+        objects=activity_objects(client, settings, stores),
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
-        # describe_lanes asks Temporal about subagent lanes with this worker's client
-        activities=[*ACTIVITIES, LaneInspector(client).describe_lanes],
         interceptors=[ConciseFailures()],  # failures that fit history, traces in the worker's log
         # Let in-flight activities finish on SIGTERM before the worker goes away.
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
@@ -117,7 +162,6 @@ async def run_worker(settings: Settings | None = None) -> None:
     async with worker:
         print(f"worker ready pid={os.getpid()} queue={settings.task_queue}", flush=True)
         await stop.wait()
-    await close_stores()
     tracing.shutdown()
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Protocol
 
 from temporalio import workflow
@@ -26,33 +25,16 @@ from workflows.context.items import Item, Kind
 from workflows.contract.failures import CONTEXT_LENGTH_EXCEEDED
 from workflows.contract.items import ToolCallRef
 from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event
-from workflows.contract.model import ModelCallInput, ModelCallResult
-from workflows.contract.session import CompactionSettings, ReplaySpec
+from workflows.contract.model import ModelCallResult
 from workflows.contract.tool_runs import ToolRunInput, ToolRunResult
 from workflows.contract.tools import BEGIN_EPISODE_TOOL, CONDENSE_TOOL, EPISODE_TOOLS, PIN_NOTE_TOOL, RECALL_TOOL, SPAWN_TOOL
-from workflows.lane import Lane
+from workflows.lane import Lane, LoopSettings
 from workflows.pinned_notes import pin_from_tool
 from workflows.usage import record_usage
 
 # Gates store-only tool calls running as local activities (a marker instead of an activity
 # and a workflow task of their own): runs recorded before keep their activities.
 LOCAL_STORE_TOOLS_PATCH = "local-store-only-tools"
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    session_id: str
-    model: str
-    max_output_tokens: int
-    tools: list[str]
-    compaction: CompactionSettings
-    replay: ReplaySpec | None
-    tool_network: bool = False
-    give_up_seconds: float = 1800.0
-
-    @property
-    def give_up(self) -> timedelta:
-        return timedelta(seconds=self.give_up_seconds)
 
 
 @dataclass(frozen=True)
@@ -134,27 +116,7 @@ class AgentLoop:
         while True:
             rung, plan = await lane.plan_within_budget(rung, turn)
             try:
-                answer = await calls.call_model(
-                    ModelCallInput(
-                        session_id=s.session_id,
-                        lane=lane.data.lane,
-                        plan=lane.plan_delta(plan.pairs),
-                        response_item_id=lane.item_id(response_seq),
-                        response_seq=response_seq,
-                        task_id=task_id,
-                        model=s.model,
-                        max_output_tokens=s.max_output_tokens,
-                        preview_chars=lane.preview_chars,
-                        tools=s.tools,
-                        replay=s.replay,
-                        replay_turn=turn,
-                        request_event=lane.request_event(plan, response_seq, task_id, turn),
-                        observation_id=lane.observation_id(response_seq) if lane.rules_2 else None,
-                        bound_above_tokens=lane.bound_above_tokens,
-                        price=lane.usage.price(s.model),
-                    ),
-                    s.give_up,
-                )
+                answer = await calls.call_model(lane.model_call(s, plan, response_seq, task_id, turn), s.give_up)
                 await record_usage(lane, "agent", s.model, answer.usage, defer=True, turn=turn, task_id=task_id)
                 return answer, plan
             except ActivityError as error:

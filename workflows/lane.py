@@ -10,6 +10,8 @@ workflow asks for the same writes and the store keeps one of each. Callers hold
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
@@ -26,8 +28,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
     from workflows.contract.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
     from workflows.contract.lane_state import LaneState
-    from workflows.contract.model import PlanDelta
-    from workflows.contract.session import CompactionSettings, CondenseResult, ExternalItem
+    from workflows.contract.model import ModelCallInput, PlanDelta
+    from workflows.contract.session import GIVE_UP_SECONDS, CompactionSettings, CondenseResult, ExternalItem, ReplaySpec
     from workflows.usage import CALIBRATION_RELAXED, UsagePolicy, record_usage
 
 # Engine behaviours that plan other compactions (hence other commands) than the code
@@ -53,6 +55,24 @@ def patched_engine_options() -> dict[str, bool | int]:
 def new_session_profile(llm_condensation: bool) -> dict[str, int | float]:
     """The EngineConfig values a session started now runs with besides the defaults."""
     return cost_profile(llm_condensation) if workflow.patched(COST_PROFILE_PATCH) else {}
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """What the agent loop runs a lane with: the session's (or subagent's) settings, handed down once."""
+
+    session_id: str
+    model: str
+    max_output_tokens: int
+    tools: list[str]
+    compaction: CompactionSettings
+    replay: ReplaySpec | None
+    tool_network: bool = False
+    give_up_seconds: float = GIVE_UP_SECONDS
+
+    @property
+    def give_up(self) -> timedelta:
+        return timedelta(seconds=self.give_up_seconds)
 
 
 class Lane:
@@ -212,6 +232,29 @@ class Lane:
             "turn": turn, "token_ratio": calibrated.token_ratio, "calibrated_budget": unfit.budget,
             "budget": plans[-1].budget, "request_tokens": unfit.total_tokens, "fits": plans[-1].fits})
         return plans
+
+    def model_call(self, s: LoopSettings, plan: engine.RequestPlan, response_seq: int, task_id: str,
+                   turn: int) -> ModelCallInput:
+        """The model activity's one input for ``plan``: the lane's ids, delta and bounds with
+        the loop's settings (the plan version moves on: call once per model call)."""
+        return ModelCallInput(
+            session_id=s.session_id,
+            lane=self.data.lane,
+            plan=self.plan_delta(plan.pairs),
+            response_item_id=self.item_id(response_seq),
+            response_seq=response_seq,
+            task_id=task_id,
+            model=s.model,
+            max_output_tokens=s.max_output_tokens,
+            preview_chars=self.preview_chars,
+            tools=s.tools,
+            replay=s.replay,
+            replay_turn=turn,
+            request_event=self.request_event(plan, response_seq, task_id, turn),
+            observation_id=self.observation_id(response_seq) if self.rules_2 else None,
+            bound_above_tokens=self.bound_above_tokens,
+            price=self.usage.price(s.model),
+        )
 
     def plan_delta(self, entries: list[tuple[str, Projection]]) -> PlanDelta:
         """The plan as a change against the previous one (usually: items appended),

@@ -15,7 +15,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows.agent_loop import AgentLoop, LoopSettings, NoSubagents, describe
+    from workflows.agent_loop import AgentLoop, NoSubagents, describe
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.items import Kind
@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract.lane_state import LaneState
     from workflows.contract.lanes import FinishLaneInput, HandoffRef, LaneInput
     from workflows.contract.session_start import SessionStartInput
-    from workflows.lane import Lane, new_session_profile, patched_engine_options
+    from workflows.lane import Lane, LoopSettings, new_session_profile, patched_engine_options
     from workflows.usage import usage_policy
 
 LANE_FINISHED_SIGNAL = "lane_finished"  # SessionWorkflow.lane_finished

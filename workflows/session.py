@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows import exhaustive
     from workflows import task_events as task_log
-    from workflows.agent_loop import AgentLoop, LoopSettings
+    from workflows.agent_loop import AgentLoop
     from workflows.context import engine, ids
     from workflows.context.config import EngineConfig
     from workflows.context.items import Item, Kind
@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract.session_start import SessionStartInput
     from workflows.contract.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
     from workflows.external_tasks import ExternalTasks
-    from workflows.lane import Lane, new_session_profile, patched_engine_options
+    from workflows.lane import Lane, LoopSettings, new_session_profile, patched_engine_options
     from workflows.session_handlers import ContextHandlers
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
     from workflows.usage import UsagePolicy, usage_policy

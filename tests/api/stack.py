@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import uvicorn
@@ -25,6 +26,9 @@ from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
+
+if TYPE_CHECKING:
+    from worker.worker import LanesWorker
 
 __all__ = [
     "CHECKOUT_PYTHONPATH", "UNREACHABLE_MODEL_URL", "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a",
@@ -67,6 +71,13 @@ class LanesServer:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._ready = threading.Event()
+        self.worker: LanesWorker | None = None
+
+    def use_settings(self, settings: Settings) -> None:
+        """Point the running worker's activities at other settings (a test's own model
+        endpoint); the API keeps its own."""
+        assert self.worker is not None
+        self.worker.use_settings(settings)
 
     @property
     def base_url(self) -> str:
@@ -94,7 +105,6 @@ class LanesServer:
             sock.close()
 
     async def _main(self, sock: socket.socket) -> None:
-        from activities.store import close_stores
         from worker.api.app import create_app
         from worker.worker import build_worker, connect
 
@@ -102,14 +112,13 @@ class LanesServer:
         app = create_app(self.settings, client=client, tokens=self.tokens, allow_replay=True)
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
                                                      timeout_graceful_shutdown=2))
-        worker = build_worker(client, self.settings)
+        worker = self.worker = build_worker(client, self.settings)
         async with worker:
             serving = asyncio.create_task(self._server.serve(sockets=[sock]))
             while not self._server.started and not serving.done():
                 await asyncio.sleep(0.02)
             self._ready.set()
             await serving
-        await close_stores()
 
     def stop(self) -> None:
         if self._server is not None:

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from activities.runtime import configure_runtime
 from lanes_client import AsyncLanesClient
 from tests.integration.scripted_model import ScriptedModel, tool_call
 from workflows.context import ids
@@ -27,13 +26,13 @@ def _text(chars: int, seed: str = "") -> str:
 
 
 @pytest.fixture(scope="module")
-def scripted(api_settings) -> Iterator[ScriptedModel]:
+def scripted(api_settings, api_stack) -> Iterator[ScriptedModel]:
     """The shared stack's worker calls this model while the module runs (the API keeps its
     configured endpoint, so hosted sessions are accepted)."""
     model = ScriptedModel([{"content": "default answer"}])
-    configure_runtime(api_settings.model_copy(update={"openai_base_url": model.base_url}))
+    api_stack.server.use_settings(api_settings.model_copy(update={"openai_base_url": model.base_url}))
     yield model
-    configure_runtime(api_settings)
+    api_stack.server.use_settings(api_settings)
     model.stop()
 
 

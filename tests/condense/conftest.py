@@ -4,16 +4,17 @@ trajectory, stored in the test session's PostgreSQL exactly as the activities st
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-import activities.runtime as runtime_module
+from activities.condense import CondenseActivities
 from activities.items import finish_item, item_row, store_item
-from activities.runtime import configure_runtime
+from activities.provider import ModelClients
+from activities.runtime import store_source
 from activities.store import Store
 from activities.store_rows import EventRow
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
@@ -59,15 +60,18 @@ def condense_settings(database_url: str, condenser: CondenserServer | None) -> S
     )
 
 
+def condense_activities(settings: Settings) -> CondenseActivities:
+    """The condenser activity as the worker builds it, with these settings."""
+    return CondenseActivities(settings, store_source(settings), ModelClients())
+
+
 @pytest.fixture
-def runtime(database_url: str, condenser: CondenserServer) -> Iterator[Settings]:
-    """The activity runtime pointed at the scripted condenser (restored afterwards)."""
-    previous = runtime_module._settings
-    settings = condense_settings(database_url, condenser)
-    configure_runtime(settings)
+async def runtime(database_url: str, condenser: CondenserServer) -> AsyncIterator[CondenseActivities]:
+    """The condenser activity pointed at the scripted condenser."""
+    activities = condense_activities(condense_settings(database_url, condenser))
     condenser.script()
-    yield settings
-    runtime_module._settings = previous
+    yield activities
+    await activities.stores.close()
 
 
 @pytest.fixture(scope="session")

@@ -14,11 +14,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-import activities.runtime as runtime_module
-from activities.condense import check_answer, condense_with_llm, measure_memory
+from activities.condense import CondenseActivities, check_answer, measure_memory
 from activities.metrics import REGISTRY
-from activities.runtime import configure_runtime
-from tests.condense.conftest import MODEL, PREVIEW_CHARS, Seeded, condense_settings, dump_history
+from tests.condense.conftest import MODEL, PREVIEW_CHARS, Seeded, condense_activities, condense_settings, dump_history
 from workflows.context.memory import MemoryDoc, memory_text, validate_memory
 from workflows.contract.condense import CondensationInput, CondensationOutcome
 from workflows.contract.failures import (
@@ -48,17 +46,19 @@ def make_input(seeded: Seeded, **overrides) -> CondensationInput:
     return CondensationInput(**fields)
 
 
-async def run(database_url: str, seeded: Seeded, inp: CondensationInput,
+async def run(activities: CondenseActivities, seeded: Seeded, inp: CondensationInput,
               beats: list | None = None) -> CondensationOutcome | ApplicationError:
     """Run the activity; returns its outcome or the ApplicationError it raised, after
     checking that the stored history did not change."""
+    database_url = activities.settings.database_url
+    assert database_url
     before = await dump_history(database_url, seeded.session_id)
     assert before["items"] and before["observations"] and before["events"]
     env = ActivityEnvironment()
     if beats is not None:
         env.on_heartbeat = lambda *details: beats.append(details)
     try:
-        result: CondensationOutcome | ApplicationError = await env.run(condense_with_llm, inp)
+        result: CondensationOutcome | ApplicationError = await env.run(activities.condense_with_llm, inp)
     except ApplicationError as error:
         result = error
     after = await dump_history(database_url, seeded.session_id)
@@ -73,7 +73,7 @@ def sample(name: str, **labels) -> float:
 # --- succeeded ----------------------------------------------------------------------------
 
 async def test_valid_memory_succeeds(runtime, condenser, database_url, seeded):
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     assert isinstance(result, CondensationOutcome), result
     assert result.status == "succeeded" and result.attempts == 1 and result.errors == []
     doc = MemoryDoc.model_validate(result.memory)
@@ -108,13 +108,13 @@ async def test_valid_memory_succeeds(runtime, condenser, database_url, seeded):
 
 async def test_fenced_json_is_accepted(runtime, condenser, database_url, seeded):
     condenser.script("fenced")
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     assert result.status == "succeeded" and result.attempts == 1
 
 
 async def test_invalid_json_is_retried_once_with_the_errors(runtime, condenser, database_url, seeded):
     condenser.script("invalid_json", "valid")
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     assert result.status == "succeeded" and result.attempts == 2
     assert len(result.errors) == 1 and result.errors[0].startswith("attempt 1: memory is not valid JSON")
     first, second = condenser.requests
@@ -126,7 +126,7 @@ async def test_invalid_json_is_retried_once_with_the_errors(runtime, condenser, 
 
 async def test_bad_reference_is_retried(runtime, condenser, database_url, seeded):
     condenser.script("bad_reference", "valid")
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     assert result.status == "succeeded" and result.attempts == 2
     assert any("absolute path" in e for e in result.errors)
     assert any("does not have" in e for e in result.errors)
@@ -135,7 +135,7 @@ async def test_bad_reference_is_retried(runtime, condenser, database_url, seeded
 async def test_slow_answer_heartbeats(runtime, condenser, database_url, seeded):
     condenser.script({"mode": "slow", "delay": 2.5})
     beats: list = []
-    result = await run(database_url, seeded, make_input(seeded, timeout_seconds=10), beats)
+    result = await run(runtime, seeded, make_input(seeded, timeout_seconds=10), beats)
     assert result.status == "succeeded"
     assert len(beats) >= 2  # one at the start, one every 2 s while waiting
 
@@ -149,7 +149,7 @@ async def test_slow_answer_heartbeats(runtime, condenser, database_url, seeded):
 ])
 async def test_invalid_twice_is_invalid(runtime, condenser, database_url, seeded, mode, reason):
     condenser.script(mode, mode, "valid")
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     assert isinstance(result, CondensationOutcome)
     assert result.status == "invalid" and result.attempts == 2 and result.memory is None
     assert len(condenser.requests) == 2  # one retry, no more
@@ -160,7 +160,7 @@ async def test_invalid_twice_is_invalid(runtime, condenser, database_url, seeded
 
 async def test_schema_errors_name_the_fields(runtime, condenser, database_url, seeded):
     condenser.script("schema", "schema")
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     text = "\n".join(result.errors)
     assert "completed_work" in text and "mood" in text
 
@@ -168,39 +168,41 @@ async def test_schema_errors_name_the_fields(runtime, condenser, database_url, s
 # --- oversized and unavailable: no model call ------------------------------------------
 
 async def test_oversized_source_makes_no_request(runtime, condenser, database_url, seeded):
-    fits = await run(database_url, seeded, make_input(seeded))
+    fits = await run(runtime, seeded, make_input(seeded))
     condenser.script()
     window = fits.request_tokens + 4096 - 1  # one token short
-    result = await run(database_url, seeded, make_input(seeded, condenser_window=window))
+    result = await run(runtime, seeded, make_input(seeded, condenser_window=window))
     assert result.status == "oversized" and result.attempts == 0 and condenser.requests == []
     assert result.source_tokens == fits.source_tokens and "exceed the condenser window" in result.errors[0]
-    ok = await run(database_url, seeded, make_input(seeded, condenser_window=window + 1))
+    ok = await run(runtime, seeded, make_input(seeded, condenser_window=window + 1))
     assert ok.status == "succeeded"
 
 
 async def test_provider_context_overflow_is_oversized(runtime, condenser, database_url, seeded):
     condenser.script("context_length")
-    result = await run(database_url, seeded, make_input(seeded))
+    result = await run(runtime, seeded, make_input(seeded))
     assert result.status == "oversized" and result.attempts == 1
     assert "maximum context length" in result.errors[-1]
 
 
 async def test_no_condenser_configured_is_unavailable(runtime, condenser, database_url, seeded):
-    configure_runtime(condense_settings(database_url, None))
-    assert runtime_module._settings.openai_base_url is None and runtime_module._settings.openai_api_key is None
-    result = await run(database_url, seeded, make_input(seeded))
+    unconfigured = condense_activities(condense_settings(database_url, None))
+    assert unconfigured.settings.openai_base_url is None and unconfigured.settings.openai_api_key is None
+    try:
+        result = await run(unconfigured, seeded, make_input(seeded))
+    finally:
+        await unconfigured.stores.close()
     assert result.status == "unavailable" and result.attempts == 0 and condenser.requests == []
 
 
 async def test_base_url_override_sends_no_real_key(condenser, database_url, seeded):
-    previous = runtime_module._settings
-    configure_runtime(condense_settings(database_url, None).model_copy(
+    activities = condense_activities(condense_settings(database_url, None).model_copy(
         update={"openai_api_key": condense_settings(database_url, condenser).openai_api_key}))
+    condenser.script()
     try:
-        condenser.script()
-        result = await run(database_url, seeded, make_input(seeded, base_url=condenser.base_url, model="replay"))
+        result = await run(activities, seeded, make_input(seeded, base_url=condenser.base_url, model="replay"))
     finally:
-        runtime_module._settings = previous
+        await activities.stores.close()
     assert result.status == "succeeded"
     assert condenser.headers[0]["authorization"] == "Bearer replay"
     assert condenser.requests[0]["model"] == "replay"
@@ -210,7 +212,7 @@ async def test_base_url_override_sends_no_real_key(condenser, database_url, seed
 
 async def test_http_429_is_retryable_after_retry_after(runtime, condenser, database_url, seeded):
     condenser.script({"mode": "http_429", "retry_after": 7})
-    error = await run(database_url, seeded, make_input(seeded))
+    error = await run(runtime, seeded, make_input(seeded))
     assert isinstance(error, ApplicationError)
     assert error.type == "CondenserHTTP429" and not error.non_retryable
     assert error.next_retry_delay == timedelta(seconds=7)
@@ -219,24 +221,24 @@ async def test_http_429_is_retryable_after_retry_after(runtime, condenser, datab
 
 async def test_http_429_with_a_long_retry_after_falls_back(runtime, condenser, database_url, seeded):
     condenser.script({"mode": "http_429", "retry_after": 3600})
-    error = await run(database_url, seeded, make_input(seeded))
+    error = await run(runtime, seeded, make_input(seeded))
     assert isinstance(error, ApplicationError)
     assert error.type == CONDENSER_RATE_LIMITED and error.non_retryable
 
 
 async def test_http_500_is_retryable(runtime, condenser, database_url, seeded):
     condenser.script("http_500", "valid")
-    error = await run(database_url, seeded, make_input(seeded))
+    error = await run(runtime, seeded, make_input(seeded))
     assert isinstance(error, ApplicationError)
     assert error.type == "CondenserHTTP500" and not error.non_retryable and error.next_retry_delay is None
     assert len(condenser.requests) == 1
     # Temporal's next attempt succeeds
-    assert (await run(database_url, seeded, make_input(seeded))).status == "succeeded"
+    assert (await run(runtime, seeded, make_input(seeded))).status == "succeeded"
 
 
 async def test_timeout_is_retryable(runtime, condenser, database_url, seeded):
     condenser.script({"mode": "timeout", "delay": 3})
-    error = await run(database_url, seeded, make_input(seeded, timeout_seconds=0.5))
+    error = await run(runtime, seeded, make_input(seeded, timeout_seconds=0.5))
     assert isinstance(error, ApplicationError)
     assert error.type == CONDENSER_TIMEOUT and not error.non_retryable
     assert len(condenser.requests) == 1
@@ -244,20 +246,20 @@ async def test_timeout_is_retryable(runtime, condenser, database_url, seeded):
 
 async def test_garbage_body_is_retryable(runtime, condenser, database_url, seeded):
     condenser.script("garbage")
-    error = await run(database_url, seeded, make_input(seeded))
+    error = await run(runtime, seeded, make_input(seeded))
     assert isinstance(error, ApplicationError)
     assert error.type == CONDENSER_UNAVAILABLE and not error.non_retryable
 
 
 async def test_http_400_is_rejected_for_good(runtime, condenser, database_url, seeded):
     condenser.script("http_400")
-    error = await run(database_url, seeded, make_input(seeded))
+    error = await run(runtime, seeded, make_input(seeded))
     assert isinstance(error, ApplicationError)
     assert error.type == CONDENSER_REJECTED and error.non_retryable
 
 
 async def test_unknown_items_are_an_input_error(runtime, condenser, database_url, seeded):
-    error = await run(database_url, seeded, make_input(seeded, source_item_ids=[*seeded.source_ids, "itm-999999"]))
+    error = await run(runtime, seeded, make_input(seeded, source_item_ids=[*seeded.source_ids, "itm-999999"]))
     assert isinstance(error, ApplicationError)
     assert error.type == CONDENSATION_INPUT_ERROR and error.non_retryable and condenser.requests == []
 
@@ -273,9 +275,9 @@ async def test_metrics_move(runtime, condenser, database_url, seeded):
     errors_500 = sample("lanes_model_call_errors_total", purpose="condenser", type="CondenserHTTP500")
 
     condenser.script("valid", "invalid_json", "invalid_json", "http_500")
-    assert (await run(database_url, seeded, make_input(seeded))).status == "succeeded"
-    assert (await run(database_url, seeded, make_input(seeded))).status == "invalid"
-    assert isinstance(await run(database_url, seeded, make_input(seeded)), ApplicationError)
+    assert (await run(runtime, seeded, make_input(seeded))).status == "succeeded"
+    assert (await run(runtime, seeded, make_input(seeded))).status == "invalid"
+    assert isinstance(await run(runtime, seeded, make_input(seeded)), ApplicationError)
 
     assert sample("lanes_condensations_total", status="succeeded") == succeeded + 1
     assert sample("lanes_condensation_failures_total", status="invalid") == invalid + 1

@@ -15,7 +15,7 @@ async def test_usage_sums_the_calls_of_a_retried_condensation(runtime, condenser
     before = sample("lanes_model_tokens_total", purpose="condenser", model=MODEL, type="prompt")
     price = ModelPrice(input=1_000_000.0, output=2_000_000.0)  # 1 and 2 units a token
     inp = make_input(seeded).model_copy(update={"prices": {MODEL: price}})
-    result = await run(database_url, seeded, inp)
+    result = await run(runtime, seeded, inp)
     assert isinstance(result, CondensationOutcome) and result.status == "succeeded"
     usage = result.usage
     assert usage is not None
@@ -27,5 +27,5 @@ async def test_usage_sums_the_calls_of_a_retried_condensation(runtime, condenser
 
 
 async def test_no_call_no_usage(runtime, condenser, database_url, seeded):
-    result = await run(database_url, seeded, make_input(seeded).model_copy(update={"condenser_window": 500}))
+    result = await run(runtime, seeded, make_input(seeded).model_copy(update={"condenser_window": 500}))
     assert isinstance(result, CondensationOutcome) and result.status == "oversized" and result.usage is None

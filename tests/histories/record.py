@@ -23,7 +23,6 @@ from pathlib import Path
 
 import asyncpg
 
-from activities.store import close_stores
 from recordings import dump_trajectory, load_trajectory, synthetic_trajectory
 from tests.integration.subagent_script import child_trajectory, parent_trajectory, session_config, write_recordings
 from tests.integration.support import replay_config_for
@@ -222,7 +221,6 @@ async def main(names: list[str]) -> None:
             for name, record in scenarios.items():
                 if not names or name in names:
                     await record()
-        await close_stores()
 
 
 if __name__ == "__main__":

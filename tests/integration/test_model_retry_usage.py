@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-import activities.runtime as runtime_module
 from activities.items import store_item
-from activities.model import call_model
-from activities.runtime import configure_runtime
+from activities.model import ModelActivities
+from activities.provider import ModelClients
+from activities.runtime import store_source
 from tests.integration.scripted_model import ScriptedModel
 from worker.settings import Settings
 from workflows.context.content import ItemContent
@@ -25,15 +26,16 @@ MODEL = "usage-retry-model"
 
 
 @pytest.fixture
-def activity_settings(settings: Settings):
-    previous = runtime_module._settings
-    configure_runtime(settings)
-    yield settings
-    runtime_module._settings = previous
+async def model_activities(settings: Settings) -> AsyncIterator[ModelActivities]:
+    """The model activity as the worker builds it."""
+    activities = ModelActivities(settings, store_source(settings), ModelClients())
+    yield activities
+    await activities.stores.close()
+    await activities.clients.close()
 
 
-async def test_a_retry_that_finds_the_answer_reports_its_usage_once(activity_settings, scripted_model: ScriptedModel,
-                                                                   store):
+async def test_a_retry_that_finds_the_answer_reports_its_usage_once(model_activities: ModelActivities,
+                                                                   scripted_model: ScriptedModel, store):
     scripted_model.add(MODEL, [{"content": "the answer"}],
                        usage=lambda body: {"prompt_tokens": 321, "completion_tokens": 7, "total_tokens": 328,
                                            "prompt_tokens_details": {"cached_tokens": 64}})
@@ -48,13 +50,13 @@ async def test_a_retry_that_finds_the_answer_reports_its_usage_once(activity_set
         response_seq=2, task_id="task-1", model=MODEL, max_output_tokens=100, preview_chars=2000, tools=[])
     calls_before = len([m for m, _ in scripted_model.reported if m == MODEL])
 
-    first: ModelCallResult = await ActivityEnvironment().run(call_model, inp)
+    first: ModelCallResult = await ActivityEnvironment().run(model_activities.call_model, inp)
     assert first.usage is not None and (first.usage.prompt, first.usage.cached, first.usage.completion) == (321, 64, 7)
 
     # the worker died before the result reached the workflow: attempt 2 finds the stored answer
     retry = ActivityEnvironment()
     retry.info = dataclasses.replace(retry.info, attempt=2)
-    second: ModelCallResult = await retry.run(call_model, inp)
+    second: ModelCallResult = await retry.run(model_activities.call_model, inp)
     assert len([m for m, _ in scripted_model.reported if m == MODEL]) == calls_before + 1  # no second call
     assert second.stored.item.id == first.stored.item.id
     assert second.usage == first.usage  # the call's usage, reported by whichever attempt's result arrives

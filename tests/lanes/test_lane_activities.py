@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,10 +15,9 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-import activities.runtime as runtime_module
 from activities.items import finish_item, load_item, store_item
-from activities.lanes import NO_ANSWER, LaneInspector, close_lane_episodes, finish_lane, record_handoff
-from activities.runtime import configure_runtime
+from activities.lanes import NO_ANSWER, LaneActivities, LaneInspector
+from activities.runtime import store_source
 from activities.store import Store
 from activities.store_rows import EventRow
 from worker.settings import Settings
@@ -37,15 +36,16 @@ VALID = {"status": "completed", "findings": ["root cause: off-by-one in pager"],
 
 
 @pytest.fixture
-def runtime(database_url: str) -> Iterator[None]:
-    previous = runtime_module._settings
-    configure_runtime(Settings(database_url=database_url))
-    yield
-    runtime_module._settings = previous
+async def lanes(database_url: str) -> AsyncIterator[LaneActivities]:
+    """The lane activities as the worker builds them."""
+    settings = Settings(database_url=database_url)
+    activities = LaneActivities(settings, store_source(settings))
+    yield activities
+    await activities.stores.close()
 
 
 @pytest.fixture
-async def session(store: Store, runtime: None) -> str:
+async def session(store: Store) -> str:
     sid = f"lanes-{uuid.uuid4().hex[:10]}"
     await store.ensure_session(sid)
     return sid
@@ -77,41 +77,41 @@ async def lane_rows(store: Store, session: str, lane: str) -> list:
 
 # --- finish_lane ---------------------------------------------------------------------------
 
-async def test_finish_lane_stores_the_parsed_handoff_once(store: Store, session: str) -> None:
+async def test_finish_lane_stores_the_parsed_handoff_once(store: Store, session: str, lanes: LaneActivities) -> None:
     final = await final_answer(store, session, f"Done.\n```json\n{json.dumps(VALID)}\n```")
     inp = finish_input(session, final)
-    ref = await finish_lane(inp)
+    ref = await lanes.finish_lane(inp)
     assert ref == HandoffRef(lane=CHILD, workflow_id=inp.workflow_id, item_id=inp.handoff_item_id, status="completed")
     item, handoff = await stored_handoff(store, session, inp.handoff_item_id)
     assert handoff == Handoff(**VALID)
     assert (item.kind, item.role, item.task, item.seq) == ("handoff", "assistant", "t1", 9)
     assert item.tokens[Projection.FULL] > 0 and item.size_chars == len(handoff.model_dump_json())
     # a retry (even one told the lane failed meanwhile) reports what the first attempt stored
-    assert await finish_lane(inp) == ref
-    assert await finish_lane(inp.model_copy(update={"failure": "late failure"})) == ref
+    assert await lanes.finish_lane(inp) == ref
+    assert await lanes.finish_lane(inp.model_copy(update={"failure": "late failure"})) == ref
     assert [r.item_id for r in await lane_rows(store, session, CHILD)] == [final, inp.handoff_item_id]
     kinds = [(e.lane, e.seq, e.kind) for e in await store.lane_events(session, [CHILD])]
     assert kinds == [(CHILD, 5, "item.added"), (CHILD, 9, "item.added")]
 
 
-async def test_blocked_status_reaches_the_ref(store: Store, session: str) -> None:
+async def test_blocked_status_reaches_the_ref(store: Store, session: str, lanes: LaneActivities) -> None:
     final = await final_answer(store, session, json.dumps({"status": "blocked", "unresolved": ["need a token"]}))
-    assert (await finish_lane(finish_input(session, final))).status == "blocked"
+    assert (await lanes.finish_lane(finish_input(session, final))).status == "blocked"
 
 
-async def test_an_answer_that_is_no_handoff_keeps_its_text(store: Store, session: str) -> None:
+async def test_an_answer_that_is_no_handoff_keeps_its_text(store: Store, session: str, lanes: LaneActivities) -> None:
     text = "I think the pager drops the last line; not sure how to fix it."
     inp = finish_input(session, await final_answer(store, session, text))
-    assert (await finish_lane(inp)).status == "completed"
+    assert (await lanes.finish_lane(inp)).status == "completed"
     _, handoff = await stored_handoff(store, session, inp.handoff_item_id)
     assert handoff.findings == [text]
     assert "not a structured handoff" in handoff.unresolved[0]
 
 
-async def test_a_failure_keeps_the_bounded_final_text(store: Store, session: str) -> None:
+async def test_a_failure_keeps_the_bounded_final_text(store: Store, session: str, lanes: LaneActivities) -> None:
     text = "partial: " + "p" * (MAX_UNSTRUCTURED_CHARS + 50)
     inp = finish_input(session, await final_answer(store, session, text), failure="max turns reached")
-    assert (await finish_lane(inp)).status == "failed"
+    assert (await lanes.finish_lane(inp)).status == "failed"
     _, handoff = await stored_handoff(store, session, inp.handoff_item_id)
     assert handoff.unresolved == ["max turns reached"]
     (finding,) = handoff.findings
@@ -119,9 +119,10 @@ async def test_a_failure_keeps_the_bounded_final_text(store: Store, session: str
 
 
 @pytest.mark.parametrize(("failure", "unresolved"), [(None, NO_ANSWER), ("model unavailable", "model unavailable")])
-async def test_no_final_answer_is_a_failed_handoff(store: Store, session: str, failure, unresolved) -> None:
+async def test_no_final_answer_is_a_failed_handoff(store: Store, session: str, failure, unresolved,
+                                                   lanes: LaneActivities) -> None:
     inp = finish_input(session, None, failure=failure)
-    assert (await finish_lane(inp)).status == "failed"
+    assert (await lanes.finish_lane(inp)).status == "failed"
     _, handoff = await stored_handoff(store, session, inp.handoff_item_id)
     assert handoff == Handoff(status="failed", unresolved=[unresolved])
 
@@ -137,11 +138,11 @@ def record_input(session: str, **overrides: Any) -> RecordHandoffInput:
     return RecordHandoffInput(**(fields | overrides))
 
 
-async def test_record_from_the_child_item_answers_the_spawn_call(store: Store, session: str) -> None:
+async def test_record_from_the_child_item_answers_the_spawn_call(store: Store, session: str, lanes: LaneActivities) -> None:
     finished = finish_input(session, await final_answer(store, session, json.dumps(VALID)))
-    ref = await finish_lane(finished)
+    ref = await lanes.finish_lane(finished)
     inp = record_input(session, source_item_id=ref.item_id)
-    item = await record_handoff(inp)
+    item = await lanes.record_handoff(inp)
     expected_text = handoff_text(CHILD, Handoff(**VALID))
     assert (item.id, item.seq, item.kind, item.role) == ("itm-000042", 42, "handoff", "tool")
     assert item.tool_call_ids == ["call_spawn_1"] and item.tool_name == "spawn_subagent"
@@ -156,49 +157,49 @@ async def test_record_from_the_child_item_answers_the_spawn_call(store: Store, s
     recalled = await store.read_observation(session, inp.observation_id, 0, 65_536)
     assert recalled.text == expected_text and recalled.eof
     # a retry returns the same item and writes nothing new
-    assert await record_handoff(inp) == item
+    assert await lanes.record_handoff(inp) == item
     assert [r.item_id for r in await lane_rows(store, session, PARENT)] == ["itm-000042"]
     assert await store.count_observations(session) == 1
 
 
-async def test_record_of_a_dead_lane_is_a_user_message_and_an_error(store: Store, session: str) -> None:
+async def test_record_of_a_dead_lane_is_a_user_message_and_an_error(store: Store, session: str, lanes: LaneActivities) -> None:
     handoff = Handoff(status="failed", unresolved=["the lane workflow was terminated"])
-    item = await record_handoff(record_input(session, tool_call_id=None, group=None, task_id=None, handoff=handoff))
+    item = await lanes.record_handoff(record_input(session, tool_call_id=None, group=None, task_id=None, handoff=handoff))
     assert (item.role, item.tool_call_ids, item.tool_class, item.exit_code) == ("user", [], ToolClass.ERROR, 1)
     stored = await load_item(store, session, item.id)
     assert stored is not None and stored[1].tool_call_id is None
     assert stored[1].text == handoff_text(CHILD, handoff)
 
 
-async def test_a_dead_lane_that_had_stored_its_handoff_keeps_it(store: Store, session: str) -> None:
+async def test_a_dead_lane_that_had_stored_its_handoff_keeps_it(store: Store, session: str, lanes: LaneActivities) -> None:
     # the child handed off, then died before the parent heard: its real handoff wins over the repair's
-    await finish_lane(finish_input(session, await final_answer(store, session, json.dumps(VALID))))
+    await lanes.finish_lane(finish_input(session, await final_answer(store, session, json.dumps(VALID))))
     repair = Handoff(status="failed", unresolved=["terminated from outside"])
-    item = await record_handoff(record_input(session, handoff=repair))
+    item = await lanes.record_handoff(record_input(session, handoff=repair))
     stored = await load_item(store, session, item.id)
     assert stored is not None and stored[1].text == handoff_text(CHILD, Handoff(**VALID))
     assert (item.exit_code, item.tool_class) == (0, ToolClass.RUN)
 
 
-async def test_blocked_child_is_recorded_as_an_error(store: Store, session: str) -> None:
-    item = await record_handoff(record_input(session, handoff=Handoff(status="blocked", unresolved=["need input"])))
+async def test_blocked_child_is_recorded_as_an_error(store: Store, session: str, lanes: LaneActivities) -> None:
+    item = await lanes.record_handoff(record_input(session, handoff=Handoff(status="blocked", unresolved=["need input"])))
     assert (item.tool_class, item.exit_code) == (ToolClass.ERROR, 1)
 
 
-async def test_an_archived_text_from_an_earlier_attempt_wins(store: Store, session: str) -> None:
+async def test_an_archived_text_from_an_earlier_attempt_wins(store: Store, session: str, lanes: LaneActivities) -> None:
     # an attempt died after archiving but before storing the item: the archive is the truth
     inp = record_input(session, handoff=Handoff(status="completed", findings=["second attempt"]))
     earlier = handoff_text(CHILD, Handoff(status="completed", findings=["first attempt"]))
     await store.put_observation(session, inp.observation_id, inp.item_id, earlier)
-    item = await record_handoff(inp)
+    item = await lanes.record_handoff(inp)
     stored = await load_item(store, session, item.id)
     assert stored is not None and stored[1].text == earlier and item.size_chars == len(earlier)
 
 
 @pytest.mark.parametrize("source", ["sub-0001-itm-999999", None])
-async def test_a_missing_handoff_is_not_retried(store: Store, session: str, source: str | None) -> None:
+async def test_a_missing_handoff_is_not_retried(store: Store, session: str, source: str | None, lanes: LaneActivities) -> None:
     with pytest.raises(ApplicationError) as raised:
-        await record_handoff(record_input(session, source_item_id=source))
+        await lanes.record_handoff(record_input(session, source_item_id=source))
     assert raised.value.type == "HandoffMissing" and raised.value.non_retryable
     assert await lane_rows(store, session, PARENT) == [] and await store.count_observations(session) == 0
 
@@ -229,9 +230,9 @@ def close_input(session: str, repair_id: str) -> CloseLaneEpisodesInput:
     return CloseLaneEpisodesInput(session_id=session, lane=CHILD, reason="lane terminated", repair_id=repair_id)
 
 
-async def test_open_episodes_are_abandoned_once(store: Store, session: str) -> None:
+async def test_open_episodes_are_abandoned_once(store: Store, session: str, lanes: LaneActivities) -> None:
     await seed_episodes(store, session)
-    assert await close_lane_episodes(close_input(session, "r1")) == ["e1", "e3"]
+    assert await lanes.close_lane_episodes(close_input(session, "r1")) == ["e1", "e3"]
     recovery = await store.lane_events(session, [f"{CHILD}:recovery"])
     assert [(e.seq, e.event_id, e.kind, e.payload) for e in recovery[2:]] == [
         (2, f"evt-{CHILD}:recovery-000002", "episode.abandoned",
@@ -240,30 +241,30 @@ async def test_open_episodes_are_abandoned_once(store: Store, session: str) -> N
          {"episode_id": "e3", "reason": "lane terminated", "repair_id": "r1"}),
     ]
     # the retried call reports the same episodes and writes nothing; a later repair finds none
-    assert await close_lane_episodes(close_input(session, "r1")) == ["e1", "e3"]
-    assert await close_lane_episodes(close_input(session, "r2")) == []
+    assert await lanes.close_lane_episodes(close_input(session, "r1")) == ["e1", "e3"]
+    assert await lanes.close_lane_episodes(close_input(session, "r2")) == []
     assert len(await store.lane_events(session, [f"{CHILD}:recovery"])) == 4
 
 
-async def test_a_retry_after_a_partial_repair_reports_every_episode(store: Store, session: str) -> None:
+async def test_a_retry_after_a_partial_repair_reports_every_episode(store: Store, session: str, lanes: LaneActivities) -> None:
     await seed_episodes(store, session)
     # the first attempt abandoned e1 only (say, one write of two) before it died
     await store.append_events(session, [episode_event(f"{CHILD}:recovery", 2, "episode.abandoned", "e1",
                                                       reason="lane terminated", repair_id="r1")])
-    assert await close_lane_episodes(close_input(session, "r1")) == ["e1", "e3"]
+    assert await lanes.close_lane_episodes(close_input(session, "r1")) == ["e1", "e3"]
 
 
-async def test_concurrent_repairs_abandon_each_episode_once(store: Store, session: str) -> None:
+async def test_concurrent_repairs_abandon_each_episode_once(store: Store, session: str, lanes: LaneActivities) -> None:
     await seed_episodes(store, session)
-    first, second = await asyncio.gather(close_lane_episodes(close_input(session, "ra")),
-                                         close_lane_episodes(close_input(session, "rb")))
+    first, second = await asyncio.gather(lanes.close_lane_episodes(close_input(session, "ra")),
+                                         lanes.close_lane_episodes(close_input(session, "rb")))
     assert sorted(first + second) == ["e1", "e3"]
     abandoned = await store.lane_events(session, [f"{CHILD}:recovery"], ["episode.abandoned"])
     assert sorted(e.payload["episode_id"] for e in abandoned) == ["e1", "e3", "e5"]
 
 
-async def test_a_lane_without_episodes_needs_no_repair(store: Store, session: str) -> None:
-    assert await close_lane_episodes(close_input(session, "r1")) == []
+async def test_a_lane_without_episodes_needs_no_repair(store: Store, session: str, lanes: LaneActivities) -> None:
+    assert await lanes.close_lane_episodes(close_input(session, "r1")) == []
     assert await store.lane_events(session, [f"{CHILD}:recovery"]) == []
 
 

@@ -1,7 +1,7 @@
 """A request counts only what is new (activities.token_memo), and the count is the one a full
 recount gives: on recorded sessions replayed through the engine, and on materialised requests
 whose messages render differently from the measured items (pairing, orphans, projections).
-Items a worker remembers (activities.item_cache) are the ones PostgreSQL returns."""
+Items a store remembers (activities.recent_rows) are the ones PostgreSQL returns."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from activities import item_cache, token_memo
+from activities import token_memo
 from activities.items import finish_item, load_items, store_item
 from activities.requests import materialise
 from activities.store import Store
@@ -98,7 +98,7 @@ async def test_materialised_counts_equal_a_full_recount(store: Store) -> None:
 async def test_items_from_the_cache_equal_a_fresh_read(store: Store) -> None:
     session = f"cache-{uuid.uuid4().hex[:10]}"
     await store.ensure_session(session)
-    item_cache.clear()
+    store.recent_items.clear()
     calls = [ToolCall(id="c1", name="bash", arguments='{"command": "ls"}')]
     pairs = [(Item(id=f"main-itm-{n:06d}", seq=n, kind=Kind.ASSISTANT, role="assistant", group=n, task="t1",
                    tool_call_ids=["c1"]), ItemContent(text=f"step {n}", tool_calls=calls, reasoning_content="why"))
@@ -107,5 +107,5 @@ async def test_items_from_the_cache_equal_a_fresh_read(store: Store) -> None:
         await store_item(store, session, "main", finish_item(it, content, PREVIEW, MODEL), content)
     ids = [it.id for it, _ in pairs]
     cached = await load_items(store, session, ids)  # all from what this process stored
-    item_cache.clear()
+    store.recent_items.clear()
     assert await load_items(store, session, ids) == cached  # all from PostgreSQL

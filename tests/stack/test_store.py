@@ -9,8 +9,10 @@ import uuid
 
 import asyncpg
 import pytest
+from temporalio.exceptions import ApplicationError
 
-from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, Store, close_stores, get_store
+from activities.runtime import StoreSource
+from activities.store import DEFAULT_RECALL_CHARS, MAX_RECALL_CHARS, Store
 from activities.store_errors import (
     CheckpointNotFound,
     ItemConflict,
@@ -276,14 +278,17 @@ async def test_checkpoints(store: Store, session: str) -> None:
 
 async def test_ping_and_shared_store(store: Store, database_url: str) -> None:
     assert await store.ping()
-    shared = await get_store(database_url)
-    assert await get_store(database_url) is shared
+    stores = StoreSource(database_url)
+    shared = await stores.get()
+    assert await stores.get() is shared
     await shared.close()
     assert not await shared.ping()
-    first, second = await asyncio.gather(get_store(database_url), get_store(database_url))
+    first, second = await asyncio.gather(stores.get(), stores.get())  # opened once, though asked twice at once
     assert first is second and first is not shared and await first.ping()  # a closed store is replaced
-    await close_stores()
+    await stores.close()
     assert first.closed
+    with pytest.raises(ApplicationError, match="DATABASE_URL is not set"):  # a worker set up wrong: no retry helps
+        await StoreSource(None).get()
 
 
 async def test_reconnects_after_connections_are_dropped(database_url: str) -> None:

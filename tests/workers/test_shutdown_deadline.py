@@ -17,7 +17,7 @@ HANGING_WORKER = f"""
 import asyncio
 import worker.worker as w
 
-async def never_returns():
+async def never_returns(*_stores):
     await asyncio.Event().wait()
 
 w.SHUTDOWN_SLACK_SECONDS = {SLACK}

@@ -13,7 +13,7 @@ from workflows.context.config import GeneratedRole
 from workflows.context.ledger import SharedEntry
 from workflows.context.usage import ModelPrice, UsageCounts
 from workflows.contract.handoff import Handoff, HandoffStatus
-from workflows.contract.session import CompactionSettings, ReplaySpec
+from workflows.contract.session import GIVE_UP_SECONDS, CompactionSettings, ReplaySpec
 
 
 class LaneConfig(BaseModel):
@@ -29,7 +29,7 @@ class LaneConfig(BaseModel):
     compaction: CompactionSettings
     replay: ReplaySpec | None = None
     tool_network: bool = False
-    give_up_seconds: float = 1800.0
+    give_up_seconds: float = GIVE_UP_SECONDS
     generated_role: GeneratedRole = "user"  # the parent's (SessionConfig.generated_role)
     prices: dict[str, ModelPrice] | None = None  # the parent's (SessionConfig.prices)
 

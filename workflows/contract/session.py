@@ -28,6 +28,11 @@ ChildLaneState = Literal["running", "completed", "blocked", "failed", "abandoned
 CondenseStatus = Literal["accepted", "rejected", "no-op"]
 
 
+# How long a task retries transient failures (worker kills, the model's 5xx and 429, outages)
+# before it fails with the cause.
+GIVE_UP_SECONDS = 1800.0
+
+
 class ReplaySpec(BaseModel):
     """Drive the session from a recorded trajectory instead of a live model."""
 
@@ -119,7 +124,7 @@ class SessionConfig(BaseModel):
     tool_network: bool = False  # bash may reach the network (its sandbox has none otherwise)
     # How long a model or tool call retries transient failures (a killed worker, the
     # provider's 5xx or 429, an outage) before its task fails with the last cause.
-    give_up_seconds: float = Field(1800.0, gt=0)
+    give_up_seconds: float = Field(GIVE_UP_SECONDS, gt=0)
     # The session's own prices per million tokens, by model (as LANES_PRICES; None: the worker's).
     prices: dict[str, ModelPrice] | None = Field(default=None, max_length=50)
 
