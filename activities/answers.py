@@ -15,10 +15,17 @@ from temporalio.exceptions import ApplicationError
 from activities import metrics
 from activities.items import archive_if_oversized, store_items_kept, stored_answer
 from activities.store import Store
-from workflows.context.content import ItemContent, ToolCall
-from workflows.context.ids import MAX_WORKFLOW_TOOL_ARGUMENTS
-from workflows.context.items import Item, Kind
-from workflows.context.usage import CallUsage, ModelPrice, cost_units, sanitized
+from workflows.context import (
+    MAX_WORKFLOW_TOOL_ARGUMENTS,
+    CallUsage,
+    Item,
+    ItemContent,
+    Kind,
+    ModelPrice,
+    ToolCall,
+    cost_units,
+    sanitized,
+)
 from workflows.contract.failures import MODEL_ANSWER_INVALID
 from workflows.contract.items import StoredItem, ToolCallRef
 from workflows.contract.model import ModelCallInput, ModelCallResult

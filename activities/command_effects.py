@@ -14,13 +14,8 @@ from __future__ import annotations
 import json
 import re
 
-from workflows.context.classify import (
-    _is_in_place_flag,
-    _simple_commands,
-    _strip_redirections,
-    _unwrap,
-    git_subcommand,
-)
+from workflows.context import git_subcommand
+from workflows.context.classify import _is_in_place_flag, _simple_commands, _strip_redirections, _unwrap
 
 # Programs that only read (their options checked below where one could write or run).
 _PURE_READERS = frozenset({

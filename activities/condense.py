@@ -41,21 +41,27 @@ from activities.items import load_items
 from activities.provider import RETRYABLE_STATUS, ModelClients, is_context_overflow, retry_after_seconds
 from activities.runtime import ActivityGroup, ActivitySettings, Runtime, StoreSource
 from activities.tokens import count_message_tokens, count_text_message_tokens, count_tokens
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Projection, is_tool_output
-from workflows.context.memory import (
+from workflows.context import (
     ENTRY_CHARS,
     SECTION_ENTRIES,
     SECTIONS,
+    CallUsage,
+    Item,
+    ItemContent,
     MemoryDoc,
+    ModelPrice,
+    Projection,
+    cost_units,
+    is_tool_output,
+    item_message,
     memory_text,
     normalized,
+    observation_address,
     parse_memory,
+    price_for,
+    sanitized,
     validate_memory,
 )
-from workflows.context.observations import observation_address
-from workflows.context.render import item_message
-from workflows.context.usage import CallUsage, ModelPrice, cost_units, price_for, sanitized
 from workflows.contract.condense import CondensationInput, CondensationOutcome
 from workflows.contract.failures import (
     CONDENSATION_INPUT_ERROR,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from itertools import chain
 
-from workflows.context.content import ItemContent
+from workflows.context import ItemContent
 
 MAX_NAMES = 16  # per item: workflow state holds metadata only
 MAX_NAME_CHARS = 80

@@ -21,12 +21,7 @@ from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ItemConflict, ObservationNotFound
 from activities.store_rows import EventRow, ItemRow
 from activities.tokens import count_text_message_tokens
-from workflows.context import ids
-from workflows.context.classify import classify_tool
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind, Projection
-from workflows.context.observations import RecallStyle
-from workflows.context.render import item_message
+from workflows.context import Item, ItemContent, Kind, Projection, RecallStyle, classify_tool, ids, item_message
 from workflows.contract import rejections
 from workflows.contract.failures import ITEMS_CONFLICT
 from workflows.contract.items import GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput

@@ -25,9 +25,7 @@ from activities.items import finish_item, load_item, read_whole, store_item, sto
 from activities.runtime import ActivityGroup
 from activities.store import Store
 from activities.store_rows import EventRow
-from workflows.context import ids
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind, ToolClass
+from workflows.context import Item, ItemContent, Kind, ToolClass, ids
 from workflows.contract.failures import HANDOFF_INVALID, HANDOFF_MISSING, LANE_REPAIR_CONFLICT
 from workflows.contract.handoff import (
     MAX_UNSTRUCTURED_CHARS,

@@ -36,7 +36,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from temporalio.exceptions import ApplicationError
 
-from workflows.context.usage import CallUsage
+from workflows.context import CallUsage
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 

@@ -20,7 +20,7 @@ from activities.provider import ModelClients, complete, map_provider_error
 from activities.replay import follow_ups
 from activities.requests import Request, model_request
 from activities.runtime import ActivityGroup, ActivitySettings, StoreSource
-from workflows.context.usage import price_for
+from workflows.context import price_for
 from workflows.contract.failures import MODEL_ANSWER_INVALID
 from workflows.contract.model import ModelCallInput, ModelCallResult
 

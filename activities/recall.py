@@ -11,7 +11,7 @@ from __future__ import annotations
 from activities.store import DEFAULT_RECALL_CHARS, Store
 from activities.store_errors import ObservationNotFound
 from activities.workspace import ToolInputError, ToolOutput, parse_arguments
-from workflows.context.observations import parse_observation_uri, range_address
+from workflows.context import parse_observation_uri, range_address
 from workflows.contract.tool_runs import RecallMark
 
 HEADER_CHARS = 320  # room kept for the header line within ``max_chars``

@@ -14,8 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Projection
+from workflows.context import Item, ItemContent, Projection
 
 MAX_CHARS = 64_000_000
 

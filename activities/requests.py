@@ -20,11 +20,18 @@ from activities.recent_rows import PlanEntries
 from activities.store import Store
 from activities.store_rows import EventRow
 from activities.tokens import count_tool_definitions
-from workflows.context.content import ItemContent
-from workflows.context.formats.request_formats import FormattedRequest, RequestFormat, format_request
-from workflows.context.items import Projection
-from workflows.context.observations import RecallStyle
-from workflows.context.render import Entries, Rendered, render_messages, render_turns
+from workflows.context import (
+    Entries,
+    FormattedRequest,
+    ItemContent,
+    Projection,
+    RecallStyle,
+    Rendered,
+    RequestFormat,
+    format_request,
+    render_messages,
+    render_turns,
+)
 from workflows.contract.model import ModelCallInput, PlanDelta
 from workflows.contract.tools import tool_specs
 

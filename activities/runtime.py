@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 
 from activities.store import Store
-from workflows.context.usage import ModelPrice
+from workflows.context import ModelPrice
 from workflows.contract.failures import WORKER_MISCONFIGURED
 
 

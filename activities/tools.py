@@ -28,10 +28,7 @@ from activities.runtime import ActivityGroup, Runtime
 from activities.sandbox import SandboxPolicy
 from activities.store_rows import EventRow
 from activities.workspace import ToolOutput, Workspace
-from workflows.context import ids
-from workflows.context.classify import classify_tool
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind
+from workflows.context import Item, ItemContent, Kind, classify_tool, ids
 from workflows.contract.items import StoredItem
 from workflows.contract.tool_runs import RecallMark, ToolRunInput, ToolRunResult
 from workflows.contract.tools import BASH_TOOL, RECALL_TOOL

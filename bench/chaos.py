@@ -46,7 +46,7 @@ from worker.local.stack import Stack, kill_process, start_postgres
 from worker.replay.model_server import FaultMode, ReplayModelServer
 from worker.settings import Settings
 from worker.worker import connect
-from workflows.context.content import ItemContent
+from workflows.context import ItemContent
 
 SOURCE = DEFAULT_TRAJECTORY_ROOT / "mini-swe-agent-deepseek"
 BUDGET = 16_000

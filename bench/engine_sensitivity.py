@@ -27,7 +27,7 @@ from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_file
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
 from worker.replay.policies import BEFORE_COST_PROFILE
 from worker.replay.simulator import default_jobs, engine_config, largest_first, replay_paths
-from workflows.context.config import FALLBACK_PROFILE, NAMES_PROFILE
+from workflows.context import FALLBACK_PROFILE, NAMES_PROFILE
 
 # (label, options); options may depend on the budget (a callable of it)
 Variant = tuple[str, dict | Callable[[int], dict]]

@@ -29,8 +29,7 @@ import _results
 import httpx
 
 from activities.store import Store
-from recordings import load_trajectory, recorded_outputs
-from tests.recordings import SHORT_TRAJECTORY
+from recordings import SHORT_TRAJECTORY, load_trajectory, recorded_outputs
 from worker import sessions
 from worker.api.app import create_app
 from worker.local.stack import Stack, kill_process, start_postgres

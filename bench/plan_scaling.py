@@ -34,14 +34,21 @@ import time
 
 from _results import machine, sources_digest, update_block, write_json
 
-from workflows.context import engine
-from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
-from workflows.context.config import EngineConfig
-from workflows.context.content import ItemContent, ToolCall
-from workflows.context.items import Item, Kind, Projection, ToolClass
-from workflows.context.render import render_messages
-from workflows.context.render_cache import RequestRenderer
-from workflows.context.request_plan import plan_request_reference
+from workflows.context import (
+    EngineConfig,
+    Item,
+    ItemContent,
+    Kind,
+    Projection,
+    RequestRenderer,
+    ToolCall,
+    ToolClass,
+    engine,
+    plan_request_reference,
+    render_messages,
+    scan_capability_tokens,
+    scan_working_set_tokens,
+)
 
 SIZES = [1_000, 10_000, 100_000]
 ASSISTANT_TOKENS = {Projection.FULL: 60, Projection.COMPACT: 60, Projection.REFERENCE: 40,

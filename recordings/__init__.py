@@ -4,6 +4,8 @@ tool executor, the offline simulator), tests and benchmarks."""
 
 from recordings.files import (
     DEFAULT_TRAJECTORY_ROOT,
+    LONG_TRAJECTORY,
+    SHORT_TRAJECTORY,
     detect_format,
     dump_trajectory,
     iter_trajectories,
@@ -26,7 +28,8 @@ from recordings.model import (
 from recordings.synthetic import synthetic_trajectory
 
 __all__ = [
-    "DEFAULT_TRAJECTORY_ROOT", "FORMAT_CLAUDE_CODE", "FORMAT_MSWEA_1", "FORMAT_MSWEA_1_1", "FORMAT_NORMALISED",
+    "DEFAULT_TRAJECTORY_ROOT", "LONG_TRAJECTORY", "SHORT_TRAJECTORY",
+    "FORMAT_CLAUDE_CODE", "FORMAT_MSWEA_1", "FORMAT_MSWEA_1_1", "FORMAT_NORMALISED",
     "FORMAT_SYNTHETIC", "ToolResultRec", "Trajectory", "TrajectoryError", "Turn", "detect_format",
     "dump_trajectory", "iter_trajectories", "load_trajectory", "parse_trajectory", "recorded_outputs",
     "synthetic_trajectory", "trajectory_files",

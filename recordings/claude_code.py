@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from recordings.model import FORMAT_CLAUDE_CODE, ToolResultRec, Trajectory, TrajectoryError, Turn, require, text_of
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 _CC_EXIT_RE = re.compile(r"\A(?:Error: )?Exit code (-?\d+)")
 _CC_EVENT_TYPES = {"user", "assistant", "system", "summary", "progress", "file-history-snapshot",

@@ -42,6 +42,13 @@ def _default_root() -> Path:
 
 
 DEFAULT_TRAJECTORY_ROOT = _default_root()
+# Two recordings the stack tests and benchmarks replay by name.
+# 53 recorded tool-calling steps, 40 k characters of tool output
+LONG_TRAJECTORY = (Path(DEFAULT_TRAJECTORY_ROOT)
+                   / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz")
+# 16 recorded steps: quick sessions for API, CLI, UI and multi-worker tests
+SHORT_TRAJECTORY = (Path(DEFAULT_TRAJECTORY_ROOT)
+                    / "mini-swe-agent-deepseek/deepseek_reasoner_dev/pvlib__pvlib-python-1707.traj.json.gz")
 
 def _strip_suffixes(name: str) -> str:
     for suffix in (".gz",):

@@ -33,7 +33,7 @@ from recordings.model import (
     require,
     text_of,
 )
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 # mini-swe-agent's own action regex (``AgentConfig.action_regex``), used with re.DOTALL.
 _BASH_BLOCK_RE = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 FORMAT_MSWEA_1 = "mini-swe-agent-1"
 FORMAT_MSWEA_1_1 = "mini-swe-agent-1.1"

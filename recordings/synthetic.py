@@ -10,7 +10,7 @@ import json
 import random
 
 from recordings.model import FORMAT_SYNTHETIC, ToolResultRec, Trajectory, Turn
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 _WORDS = ("cache", "ledger", "episode", "budget", "lane", "item", "token", "policy", "summary",
           "observation", "projection", "anchor", "window", "handoff", "capability", "recall")

@@ -83,6 +83,25 @@ def test_importing_the_workflows_loads_no_io_library_and_no_activity():
     assert loaded & {"asyncpg", "openai", "tiktoken", "httpx", "activities", "worker", "fastapi"} == set()
 
 
+# Outside code reaches the engine through its front door (workflows/context/__init__.py); these
+# reach behind it, each for a reason: the shell classifier's helpers (the command-effects
+# check extends them), and the request formats' enum values (the client's wire models).
+BEHIND_THE_FRONT_DOOR = {("activities/command_effects.py", "workflows.context.classify"),
+                         ("tests/client/test_wire_drift.py", "workflows.context.formats")}
+
+
+def test_outside_code_imports_the_engine_through_its_front_door():
+    behind = set()
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("workflows/context/", "tests/engine/", ".venv/", "build/")) or "/." in rel:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("workflows.context."):
+                behind.add((rel, node.module))
+    assert behind == BEHIND_THE_FRONT_DOOR
+
+
 def test_each_folder_imports_only_what_its_row_allows():
     problems = []
     for folder, forbidden in FORBIDDEN.items():

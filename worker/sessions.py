@@ -18,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from recordings import Trajectory
-from workflows.context.engine import ContextReport
+from workflows.context import ContextReport
 from workflows.contract.rejections import HANDING_OVER
 from workflows.contract.session import (
     ChildLane,

@@ -46,7 +46,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from activities.store import REDACTED, redact_url
 from recordings import DEFAULT_TRAJECTORY_ROOT
-from workflows.context.usage import ModelPrice
+from workflows.context import ModelPrice
 
 _URL_FIELDS = ("database_url", "openai_base_url")
 

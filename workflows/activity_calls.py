@@ -15,7 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.context.items import Item
+    from workflows.context import Item
     from workflows.contract import failures, rejections
     from workflows.contract.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
     from workflows.contract.condense import CondensationInput, CondensationOutcome

@@ -19,9 +19,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 from workflows import activity_calls as calls
-from workflows.context import engine
-from workflows.context.errors import EngineError
-from workflows.context.items import Item, Kind
+from workflows.context import EngineError, Item, Kind, engine
 from workflows.contract.failures import CONTEXT_LENGTH_EXCEEDED
 from workflows.contract.items import ToolCallRef
 from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED, event

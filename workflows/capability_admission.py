@@ -13,8 +13,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows.context import engine
-    from workflows.context.items import Item, Kind, Projection
+    from workflows.context import Item, Kind, Projection, engine
     from workflows.contract.items import StoreTextInput
     from workflows.contract.session import CapabilityRequest, CapabilityResult, CapabilityStatus
     from workflows.lane import Lane

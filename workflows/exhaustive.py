@@ -16,9 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.context import engine
-    from workflows.context.errors import IncompleteCoverageError
-    from workflows.context.items import Kind
+    from workflows.context import IncompleteCoverageError, Kind, engine
     from workflows.lane import Lane
 
 END_REFUSED = "task.end.refused"

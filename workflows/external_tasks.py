@@ -19,9 +19,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import task_events as task_log
-    from workflows.context import engine
-    from workflows.context.items import Item
-    from workflows.context.usage import CallUsage, cost_units
+    from workflows.context import CallUsage, Item, cost_units, engine
     from workflows.contract.external_calls import external_progress
     from workflows.contract.session import ExternalItem, ReportedUsage, TaskStatus
     from workflows.lane import Lane

@@ -18,10 +18,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows.context import engine, ids
-    from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
-    from workflows.context.config import cost_profile
-    from workflows.context.items import Item, Kind, Projection
+    from workflows.context import ApplyResult, CompactionPlan, Item, Kind, Projection, Rejection, cost_profile, engine, ids
     from workflows.contract import rejections
     from workflows.contract.condense import CondensationInput, CondensationOutcome
     from workflows.contract.events import EventSpec

@@ -16,10 +16,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows.agent_loop import AgentLoop, NoSubagents, describe
-    from workflows.context import engine, ids
-    from workflows.context.config import EngineConfig
-    from workflows.context.items import Kind
-    from workflows.context.usage import counts_of
+    from workflows.context import EngineConfig, Kind, counts_of, engine, ids
     from workflows.contract import rejections
     from workflows.contract.handoff import brief_message
     from workflows.contract.lane_state import LaneState

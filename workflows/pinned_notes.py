@@ -11,8 +11,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows.context.items import Kind
-    from workflows.context.pins import check_pin
+    from workflows.context import Kind, check_pin
     from workflows.contract.session import PinResult, note_problem
     from workflows.lane import Lane
 

@@ -20,10 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import exhaustive
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop
-    from workflows.context import engine, ids
-    from workflows.context.config import EngineConfig
-    from workflows.context.items import Item, Kind
-    from workflows.context.usage import UsageTotals
+    from workflows.context import EngineConfig, Item, Kind, UsageTotals, engine, ids
     from workflows.contract import rejections
     from workflows.contract.checkpoint import (
         KEPT_TASK_STATUSES,

@@ -36,9 +36,7 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 from workflows import activity_calls as calls
-from workflows.context import engine, ids
-from workflows.context.items import Item
-from workflows.context.usage import add_counts
+from workflows.context import Item, add_counts, engine, ids
 from workflows.contract import rejections
 from workflows.contract.handoff import failed_handoff
 from workflows.contract.items import ToolCallRef

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.context.usage import CallUsage, ModelPrice, budget_ratio, price_for, record_call
+    from workflows.context import CallUsage, ModelPrice, budget_ratio, price_for, record_call
 
 if TYPE_CHECKING:
     from workflows.lane import Lane

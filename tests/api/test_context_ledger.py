@@ -13,8 +13,7 @@ import pytest
 
 from lanes_client import AsyncLanesClient, LanesClient, assistant_item, tool_result_item, user_item
 from lanes_client.schemas import ContextOut, LedgerEntry, LedgerState
-from workflows.context import ids
-from workflows.context.report import ContextReport
+from workflows.context import ContextReport, ids
 
 LANES = [ids.MAIN_LANE, ids.generated_lane(ids.MAIN_LANE)]
 PAGE = 5

@@ -11,7 +11,7 @@ from lanes_client import LanesAPIError, assistant_item, tool_result_item, user_i
 from recordings import recorded_outputs
 from tests.api.stack import replay_body
 from tests.integration.support import comparable, twin_session_ids
-from workflows.context.ids import INLINE_TEXT_LIMIT
+from workflows.context import INLINE_TEXT_LIMIT
 from workflows.contract.tools import REPLAY_TOOLS, tool_specs
 
 BUDGET = 4_000  # small enough that the recording forces compactions

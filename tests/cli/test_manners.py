@@ -19,7 +19,7 @@ from tests.cli.test_cli import REPO, lanes_command
 from tests.replay.helpers import ROOT, require_data
 from worker.cli import COMMANDS
 from worker.cli.inspection import session_of_observation
-from workflows.context.ids import external_observation_id, observation_id
+from workflows.context import external_observation_id, observation_id
 
 ONE_FILE = ROOT / "claude-code" / "subagent.jsonl.gz"
 HELP = [[name] for name in COMMANDS if name != "session"] + \

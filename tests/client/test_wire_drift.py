@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from lanes_client import schemas, shapes
 from workflows.context import content, ids, memory, report
-from workflows.context.formats import request_formats
+from workflows.context.formats import request_formats  # its enum values, against the client's
 from workflows.contract import session as contract
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [

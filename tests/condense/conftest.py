@@ -20,10 +20,7 @@ from activities.store_rows import EventRow
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, load_trajectory
 from tests.condense.condenser_server import CondenserServer
 from worker.settings import Settings
-from workflows.context.classify import classify_tool
-from workflows.context.content import ItemContent, ToolCall
-from workflows.context.items import Item, Kind
-from workflows.context.memory import MemoryDoc, memory_text
+from workflows.context import Item, ItemContent, Kind, MemoryDoc, ToolCall, classify_tool, memory_text
 
 TRAJECTORY = (Path(DEFAULT_TRAJECTORY_ROOT)
               / "mini-swe-agent-deepseek/deepseek_lite_dev_noparallel/pydicom__pydicom-1256.traj.json.gz")

@@ -17,7 +17,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.condense import CondenseActivities, check_answer, measure_memory
 from activities.metrics import REGISTRY
 from tests.condense.conftest import MODEL, PREVIEW_CHARS, Seeded, condense_activities, condense_settings, dump_history
-from workflows.context.memory import MemoryDoc, memory_text, validate_memory
+from workflows.context import MemoryDoc, memory_text, validate_memory
 from workflows.contract.condense import CondensationInput, CondensationOutcome
 from workflows.contract.failures import (
     CONDENSATION_INPUT_ERROR,

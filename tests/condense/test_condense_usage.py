@@ -6,7 +6,7 @@ from __future__ import annotations
 from activities.tokens import count_message_tokens
 from tests.condense.conftest import MODEL
 from tests.condense.test_condense_activity import make_input, run, sample
-from workflows.context.usage import ModelPrice
+from workflows.context import ModelPrice
 from workflows.contract.condense import CondensationOutcome
 
 

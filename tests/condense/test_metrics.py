@@ -8,7 +8,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import metrics
 from activities.metrics import REGISTRY
-from workflows.context.items import ToolClass
+from workflows.context import ToolClass
 from workflows.contract.condense import CondensationOutcome
 from workflows.contract.events import EventSpec
 

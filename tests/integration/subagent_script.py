@@ -11,7 +11,7 @@ from pathlib import Path
 
 from recordings import ToolResultRec, Trajectory, Turn, dump_trajectory, load_trajectory
 from worker.replay.model_server import ReplayModelServer
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 from workflows.contract.session import ReplaySpec, SessionConfig, SubagentSettings
 
 TOOLS = ["bash", "recall_observation", "begin_episode", "end_episode"]

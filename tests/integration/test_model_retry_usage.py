@@ -18,8 +18,7 @@ from activities.provider import ModelClients
 from activities.runtime import store_source
 from tests.integration.scripted_model import ScriptedModel
 from worker.settings import Settings
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind, Projection
+from workflows.context import Item, ItemContent, Kind, Projection
 from workflows.contract.model import ModelCallInput, ModelCallResult, PlanDelta
 
 MODEL = "usage-retry-model"

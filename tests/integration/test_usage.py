@@ -19,7 +19,7 @@ from activities.metrics import REGISTRY
 from activities.tokens import count_message_tokens, count_tool_definitions
 from tests.integration.scripted_model import ScriptedModel, tool_call
 from worker import sessions
-from workflows.context.usage import RATIO_MAX, ModelPrice, cost_units
+from workflows.context import RATIO_MAX, ModelPrice, cost_units
 from workflows.contract.session import SessionConfig
 from workflows.session import SessionWorkflow
 from workflows.usage import CALIBRATION_RELAXED, MODEL_USAGE

@@ -21,9 +21,7 @@ from activities.runtime import store_source
 from activities.store import Store
 from activities.store_rows import EventRow
 from worker.settings import Settings
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind, Projection, ToolClass
-from workflows.context.render import item_message
+from workflows.context import Item, ItemContent, Kind, Projection, ToolClass, item_message
 from workflows.contract.handoff import MAX_UNSTRUCTURED_CHARS, Handoff, handoff_text
 from workflows.contract.lanes import CloseLaneEpisodesInput, FinishLaneInput, HandoffRef, RecordHandoffInput
 

@@ -16,8 +16,7 @@ from activities.store import Store
 from activities.tokens import count_message_tokens
 from tests.recordings import LONG_TRAJECTORY, SHORT_TRAJECTORY, load_recording
 from worker.replay.simulator import TOKEN_MODEL, iter_requests
-from workflows.context.content import ItemContent, ToolCall
-from workflows.context.items import Item, Kind, Projection
+from workflows.context import Item, ItemContent, Kind, Projection, ToolCall
 
 MODEL = "gpt-4o-mini"
 PREVIEW = 400

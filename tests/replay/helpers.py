@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, FORMAT_SYNTHETIC, ToolResultRec, Trajectory, Turn, trajectory_files
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 ROOT = DEFAULT_TRAJECTORY_ROOT
 FOLDERS = ("claude-code", "mini-swe-agent-deepseek", "mini-swe-agent-gemini")

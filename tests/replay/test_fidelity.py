@@ -10,9 +10,7 @@ from worker.replay.fidelity import (
     request_text,
     session_fidelity,
 )
-from workflows.context.content import ItemContent, ToolCall
-from workflows.context.items import Item, Kind, Projection
-from workflows.context.render import item_message
+from workflows.context import Item, ItemContent, Kind, Projection, ToolCall, item_message
 
 OBS_BIG = "obs-replay-000003"
 OBS_OLD = "obs-replay-000005"

@@ -9,7 +9,7 @@ from recordings import FORMAT_SYNTHETIC, ToolResultRec, Trajectory, Turn, load_t
 from tests.replay.helpers import naive_prompt, require_data, sample_params, tiny_trajectory
 from worker.replay.policies import TOOL_DEFINITION_TOKENS, masked_text, parse_policy
 from worker.replay.simulator import MIN_CACHED_PREFIX_TOKENS, TokenCounter, iter_requests, replay_trajectory
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 BIG_SYSTEM = "You are a careful engineer. " + " ".join(f"rule{i}: be precise." for i in range(400))
 

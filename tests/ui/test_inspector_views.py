@@ -19,7 +19,7 @@ from recordings import ToolResultRec, Trajectory, Turn
 from tests.integration.subagent_script import child_trajectory, replay_field, write_recordings
 from tests.ui.conftest import REPO
 from worker.replay.model_server import ReplayModelServer
-from workflows.context.content import ToolCall
+from workflows.context import ToolCall
 
 ARTIFACTS = REPO / "test-artifacts" / "ui"
 LEGEND = REPO / "worker" / "api" / "static" / "reasons.json"

@@ -27,7 +27,7 @@ from worker import sessions
 from worker.local.stack import kill_process, popen_group
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
-from workflows.context.content import ItemContent
+from workflows.context import ItemContent
 from workflows.contract.session import ReplaySpec, SessionConfig, SessionStatus
 
 # 16 recorded tool-calling steps, 30 k characters of tool output: short enough to run

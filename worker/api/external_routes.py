@@ -46,11 +46,7 @@ from lanes_client.schemas import (
 from worker.api.backend import Backend, SessionRow
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import COMMON_RESPONSES, IDEMPOTENCY_KEY, ITEM_ID_PATTERN, Be, Owned
-from workflows.context import ids
-from workflows.context.content import ToolCall
-from workflows.context.formats.request_formats import RequestFormat
-from workflows.context.formats.responses_input import FormatError, from_responses_items
-from workflows.context.usage import price_for
+from workflows.context import FormatError, RequestFormat, ToolCall, from_responses_items, ids, price_for
 from workflows.contract.external_calls import json_digest
 from workflows.contract.session import (
     AppendItemsRequest,

@@ -17,9 +17,7 @@ from typing import Any
 from lanes_client.schemas import LedgerCounts, LedgerEntry, LedgerPage, LedgerState
 from worker.api.backend import Backend
 from worker.api.errors import ApiError
-from workflows.context import ids
-from workflows.context.items import Projection
-from workflows.context.report import ContextReport, ItemReport
+from workflows.context import ContextReport, ItemReport, Projection, ids
 
 CURSOR = re.compile(r"([A-Za-z0-9_.:-]{1,100})/([0-9]{1,18})")
 NOT_RECORDED = "out of the working set (no transition recorded: stored after the working set was read, or cleared)"

@@ -18,7 +18,7 @@ from worker.api.backend import QUERY_TIMEOUT, Backend
 from worker.api.errors import ApiError
 from worker.api.ledger import CURSOR_HELP, DEFAULT_PAGE, MAX_PAGE, ledger_page, parse_cursor
 from worker.api.routes import COMMON_RESPONSES, Be, Owned
-from workflows.context.report import ContextReport
+from workflows.context import ContextReport
 from workflows.session import SessionWorkflow
 
 router = APIRouter(prefix="/v1", responses=COMMON_RESPONSES)

@@ -49,8 +49,7 @@ from worker.api.errors import ApiError, ErrorResponse, from_temporal, not_found,
 from worker.api.session_config import catalog_tools, session_config
 from worker.api.session_config import row_config as config_of_row
 from worker.sessions import new_session_id, start_session
-from workflows.context.observations import observation_address
-from workflows.context.report import ContextReport
+from workflows.context import ContextReport, observation_address
 from workflows.contract.external_calls import json_digest
 from workflows.contract.session import (
     SessionStatus,

@@ -22,7 +22,7 @@ from worker.api.agent_world import recall_style, tool_set_id
 from worker.api.errors import ApiError
 from worker.api.replays import check_replay
 from worker.settings import Settings
-from workflows.context.model_windows import known_window
+from workflows.context import known_window
 from workflows.contract.session import ReplaySpec, SessionConfig
 from workflows.session import session_tools
 

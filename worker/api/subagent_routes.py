@@ -14,7 +14,7 @@ from fastapi import APIRouter, Path
 from worker.api.backend import QUERY_TIMEOUT
 from worker.api.errors import ApiError, from_temporal
 from worker.api.routes import COMMON_RESPONSES, Be, Owned
-from workflows.context.report import ContextReport
+from workflows.context import ContextReport
 from workflows.contract.session import ChildLane, SpawnRequest, SpawnResult
 from workflows.session import SessionWorkflow
 

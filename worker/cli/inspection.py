@@ -245,7 +245,7 @@ def recall(address: Annotated[str, typer.Argument(help="observation://obs-...[?o
            quiet: Annotated[bool, typer.Option("-q", "--quiet", help="no range note on stderr")] = False,
            as_json: JsonOption = False, url: UrlOption = None, token: TokenOption = None) -> None:
     """The exact text of an archived observation, on stdout."""
-    from workflows.context.observations import SCHEME, parse_observation_uri
+    from workflows.context import SCHEME, parse_observation_uri
 
     settings = api(url, token, as_json)
 

@@ -25,10 +25,7 @@ from activities.item_names import CAMEL, FILE_NAME, IDENTIFIER, arguments_text, 
 from recordings import Trajectory
 from worker.replay.policies import make_policy, parse_policy
 from worker.replay.recorded_lane import SESSION_ID, lane_batches
-from workflows.context import ids
-from workflows.context.content import ItemContent
-from workflows.context.items import Kind
-from workflows.context.observations import SCHEME
+from workflows.context import SCHEME, ItemContent, Kind, ids
 
 KINDS = ("path", "symbol", "number", "string")
 # file names (FILE_NAME) and symbols (IDENTIFIER, CAMEL) as the worker's name extractor finds

@@ -22,12 +22,18 @@ from dataclasses import dataclass
 from activities.items import bounded_item, measure
 from activities.tokens import count_tool_definitions
 from worker.replay.recorded_lane import SESSION_ID, TASK_ID, ReplayItem
-from workflows.context import engine, ids
-from workflows.context.config import EngineConfig, cost_profile
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind, Projection
-from workflows.context.ledger import GENERATED_KINDS
-from workflows.context.render import render_messages
+from workflows.context import (
+    GENERATED_KINDS,
+    EngineConfig,
+    Item,
+    ItemContent,
+    Kind,
+    Projection,
+    cost_profile,
+    engine,
+    ids,
+    render_messages,
+)
 from workflows.contract.session import SessionConfig
 from workflows.contract.tools import REPLAY_TOOLS, tool_specs
 

@@ -11,11 +11,7 @@ import json
 from dataclasses import dataclass
 
 from recordings import Trajectory
-from workflows.context import ids
-from workflows.context.classify import classify_tool
-from workflows.context.content import ItemContent
-from workflows.context.items import Item, Kind
-from workflows.context.observations import SCHEME
+from workflows.context import SCHEME, Item, ItemContent, Kind, classify_tool, ids
 
 # The session id the replay plans and counts under. Observation addresses quote the session
 # id, so a session's token figures would depend on its id's length and spelling: the replay

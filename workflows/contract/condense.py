@@ -8,8 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.context.ids import MAIN_LANE
-from workflows.context.usage import CallUsage, ModelPrice
+from workflows.context import MAIN_LANE, CallUsage, ModelPrice
 
 CondensationStatus = Literal["succeeded", "invalid", "oversized", "unavailable"]
 

@@ -18,8 +18,7 @@ import json
 
 from pydantic import BaseModel, Field
 
-from workflows.context import engine
-from workflows.context.items import Kind
+from workflows.context import Kind, engine
 from workflows.contract import rejections
 from workflows.contract.session import ExternalItem
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from workflows.context import ids
-from workflows.context.items import Item
-from workflows.context.observations import RecallStyle
+from workflows.context import Item, RecallStyle, ids
 from workflows.contract.events import EventSpec
 from workflows.contract.session import ExternalItem
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workflows.context import ids
-from workflows.context.compaction_plan import ApplyResult, CompactionPlan
-from workflows.context.items import Item
+from workflows.context import ApplyResult, CompactionPlan, Item, ids
 from workflows.contract.events import EventSpec
 
 # Episode transitions: the inspector and a parent repairing a dead child read episode state from these.

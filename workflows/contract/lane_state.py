@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from workflows.context import engine
-from workflows.context.items import Projection
-from workflows.context.usage import UsageTotals
+from workflows.context import Projection, UsageTotals, engine
 
 
 class LaneState(BaseModel):

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from workflows.context.config import GeneratedRole
-from workflows.context.ledger import SharedEntry
-from workflows.context.usage import ModelPrice, UsageCounts
+from workflows.context import GeneratedRole, ModelPrice, SharedEntry, UsageCounts
 from workflows.contract.handoff import Handoff, HandoffStatus
 from workflows.contract.session import GIVE_UP_SECONDS, CompactionSettings, ReplaySpec
 

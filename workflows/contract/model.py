@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from workflows.context.ids import MAIN_LANE
-from workflows.context.items import Projection
-from workflows.context.usage import CallUsage, ModelPrice
+from workflows.context import MAIN_LANE, CallUsage, ModelPrice, Projection
 from workflows.contract.events import EventSpec
 from workflows.contract.items import StoredItem
 from workflows.contract.session import ReplaySpec

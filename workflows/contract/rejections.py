@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from temporalio.exceptions import ApplicationError
 
-from workflows.context.errors import EngineError
+from workflows.context import EngineError
 
 INVALID_INPUT = "InvalidInput"  # the input itself is wrong; the same call never succeeds
 CONFLICT = "Conflict"  # the session's current state does not allow it; it may succeed later

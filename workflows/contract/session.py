@@ -11,12 +11,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from workflows.context.config import GeneratedRole
-from workflows.context.content import ToolCall
-from workflows.context.ids import INLINE_TEXT_LIMIT, MAX_SUBMIT_CHARS
-from workflows.context.items import Projection
-from workflows.context.observations import RecallStyle
-from workflows.context.usage import ModelPrice, UsageTotals
+from workflows.context import (
+    INLINE_TEXT_LIMIT,
+    MAX_SUBMIT_CHARS,
+    GeneratedRole,
+    ModelPrice,
+    Projection,
+    RecallStyle,
+    ToolCall,
+    UsageTotals,
+)
 from workflows.contract.events import EventSpec
 from workflows.contract.tools import TOOL_SPECS, unknown_tools
 

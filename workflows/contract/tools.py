@@ -5,7 +5,7 @@ activities render and run them, the API lists them.
 
 from __future__ import annotations
 
-from workflows.context.memory import SECTIONS
+from workflows.context import SECTIONS
 
 RECALL_TOOL = "recall_observation"
 BASH_TOOL = "bash"

@@ -15,7 +15,7 @@ from minisweagent.models.litellm_model import LitellmModel
 
 from lanes_client import Conflict, LanesClient, LanesTimeout
 from lanes_client.integrations.mini_swe_agent import LanesModel
-from tests.integrations.scripted_chat import ScriptedChat, bash_call
+from tests.frameworks.scripted_chat import ScriptedChat, bash_call
 
 AGENT = {"system_template": "You run commands.", "instance_template": "Task: {{task}}", "step_limit": 10}
 

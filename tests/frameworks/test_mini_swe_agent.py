@@ -26,7 +26,7 @@ from minisweagent.models.litellm_model import LitellmModel
 from activities.tokens import count_message_tokens, count_tool_definitions
 from lanes_client import LanesClient
 from lanes_client.integrations.mini_swe_agent import LanesModel
-from tests.integrations.scripted_chat import ScriptedChat, bash_call
+from tests.frameworks.scripted_chat import ScriptedChat, bash_call
 
 BUDGET = 8_000
 LOGS = 14
