@@ -206,6 +206,10 @@ class Faults:
             [sys.executable, "-m", "worker.api.main", "--log-level", "warning"]
         self.procs[name] = self.stack.spawn(f"{name}-{self.starts}", argv, env=self.env, cwd=_results.REPO)
 
+    def count(self) -> int:
+        """Faults so far: kills and stalls."""
+        return sum(self.kills.values()) + self.pauses
+
     async def kill(self, name: str) -> None:
         kill_process(self.procs[name], signal.SIGKILL, grace=5)
         self.kills["api" if name == "api" else "worker"] += 1
@@ -283,8 +287,13 @@ async def run_mode(mode: str, args: argparse.Namespace, faults: Faults, http: ht
     if mode == "overload":
         faults.burn(args.burners)
     killer = asyncio.create_task(faults.loop(mode, args, stop))
+    faults_before = faults.count()
     try:
-        for round_ in range(args.rounds):
+        round_ = -1
+        # the rounds asked for, and more (up to ten times as many) until --min-faults faults
+        # happened in this mode: a fast machine must not finish a small run before the first
+        while (round_ := round_ + 1) < args.rounds or (
+                faults.count() - faults_before < args.min_faults and round_ < 10 * args.rounds):
             batch = []
             for index in range(args.calls):
                 route = "step" if rng.random() < 0.5 else "append"
@@ -294,6 +303,8 @@ async def run_mode(mode: str, args: argparse.Namespace, faults: Faults, http: ht
             calls += batch
             done = Counter(call.outcome for call in batch)
             print(f"  {mode} round {round_ + 1}/{args.rounds}: {dict(done)}", file=sys.stderr)
+            if round_ + 1 >= args.rounds and faults.count() - faults_before < args.min_faults:
+                await asyncio.sleep(1.0)  # let the fault loop reach its next fault
     finally:
         stop.set()
         await killer
@@ -471,6 +482,8 @@ def main() -> None:
     parser.add_argument("--pause-seconds", type=float, default=12.0,
                         help="overload: how long it stalls (past the 10 s workflow task timeout)")
     parser.add_argument("--keyed-share", type=float, default=0.5)
+    parser.add_argument("--min-faults", type=int, default=0,
+                        help="run more rounds (at most 10x) until this many faults happened in each mode")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the result here only (not the committed results)")
     args = parser.parse_args()

@@ -1,8 +1,8 @@
 """``SessionWorkflow``'s bookkeeping of external-agent tasks: each user message an external
 agent appends begins a task and ends the one before; the task's turns, state and answer
 follow what the agent appends (state only: the status query reports them); the provider
-counts the agent reports with a step go into the session's usage and calibration. A base
-class, so that the workflow module stays about the session itself.
+counts the agent reports with a step go into the session's usage and calibration. An object the
+session workflow holds (``SessionWorkflow.external``).
 
 Task events: a task ended by the next user message or by the session's close is logged
 ``task.completed`` (with its answer item when it had answered), the new one ``task.started``;
@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import task_events as task_log
     from workflows.context import CallUsage, Item, cost_units, engine
     from workflows.contract.external_calls import external_progress
-    from workflows.contract.session import ExternalItem, ReportedUsage, TaskStatus
+    from workflows.contract.session import ExternalItem, PreparedRequest, ReportedUsage, SessionConfig, TaskStatus
     from workflows.lane import Lane
     from workflows.usage import record_usage
 
@@ -29,22 +29,14 @@ EXTERNAL_TASK_EVENTS_PATCH = "external-task-events"
 
 
 class ExternalTasks:
-    lane: Lane | None
-    tasks: dict[str, TaskStatus]
-    external_task: str | None
-    turns: int
-    prepared_tokens: int
+    """The external agent's current task, and our count of the request prepared last."""
 
-    def _lane(self) -> Lane:  # SessionWorkflow's
-        raise NotImplementedError
+    def __init__(self, tasks: dict[str, TaskStatus], task: str | None = None, prepared_tokens: int = 0) -> None:
+        self.tasks = tasks  # the session's task table (hosted and external tasks alike)
+        self.task = task
+        self.prepared_tokens = prepared_tokens  # 0: no request prepared yet
 
-    def _new_task_id(self) -> str:  # SessionWorkflow's
-        raise NotImplementedError
-
-    async def _recover(self, lane: Lane, ongoing: str | None = None) -> None:  # SessionWorkflow's
-        raise NotImplementedError
-
-    async def _record_reported_usage(self, lane: Lane, usage: ReportedUsage, defer: bool) -> None:
+    async def record_reported_usage(self, lane: Lane, usage: ReportedUsage, defer: bool) -> None:
         """The agent's provider counts for the last request prepared: the session's totals and
         cost, and a calibration sample against our count of that request (none before the
         first request, or for another model's call)."""
@@ -55,42 +47,67 @@ class ExternalTasks:
                          cost=cost_units(price, usage.prompt, usage.cached, usage.completion))
         await record_usage(lane, "agent", model, call, defer=defer, source="agent")  # counted by the writer's metrics
 
-    def _external_events_on(self) -> bool:
+    async def prepare(self, lane: Lane, config: SessionConfig, tools: list[str]) -> PreparedRequest:
+        """Compact if needed, then plan the agent's next request within the budget (callers
+        hold the lane's lock); refused, typed, when nothing fits."""
+        await lane.compact_if_needed(config.compaction)
+        await lane.assemble()
+        _, plan = await lane.plan_within_budget()
+        # what the provider will count: the conversation, capability context and tool definitions
+        self.prepared_tokens = plan.total_tokens + plan.capability_tokens + lane.state.config.tool_definition_tokens
+        engine.end_step(lane.state)  # one request is one model step: step-scoped capabilities leave
+        return PreparedRequest(
+            # the API writes it with the request (no extra activity per step), keyed by the seq
+            # the agent's answer will take
+            request_event=lane.request_event(plan, lane.data.next_seq, lane.state.current_task, None),
+            entries=plan.pairs,
+            stable_prefix_entries=plan.stable_prefix_entries,
+            total_tokens=plan.total_tokens,
+            budget=plan.budget,
+            fits=plan.fits,
+            reason=plan.reason,
+            preview_chars=lane.preview_chars,
+            model=config.model,
+            tools=tools,
+            tool_set=config.tool_set,
+            recall=lane.state.config.recall,
+        )
+
+    def events_on(self) -> bool:
         return task_log.events_on() and workflow.patched(EXTERNAL_TASK_EVENTS_PATCH)
 
-    async def _begin_external_task(self) -> None:
-        """A user message under engine rules 1: end the task before, repair, begin the next."""
-        self._end_owning_task()
-        await self._recover(self._lane())
-        self._begin_external(self._new_task_id())
-
-    def _switch_external_task(self, task_id: str) -> None:
+    def switch(self, lane: Lane, task_id: str) -> None:
         """End the running external task and begin ``task_id`` (engine state only: repairs ran
         before; the events were deferred to the activity that stored the user message)."""
-        self._end_owning_task()
-        self._begin_external(task_id)
+        self.end_owning(lane)
+        self.begin(lane, task_id)
 
-    def _owning_task(self) -> str | None:
+    def owning(self, lane: Lane) -> str | None:
         """The external task that owns the lane (None: there is none, or recovery ended it)."""
-        task = self.external_task
-        return task if task is not None and self._lane().state.current_task == task else None
+        task = self.task
+        return task if task is not None and lane.state.current_task == task else None
 
-    def _end_owning_task(self) -> None:
-        if (task := self._owning_task()) is not None:
-            engine.end_task(self._lane().state, task)
+    def end_owning(self, lane: Lane) -> None:
+        if (task := self.owning(lane)) is not None:
+            engine.end_task(lane.state, task)
             self.tasks[task].state = "completed"
 
-    def _begin_external(self, task_id: str) -> None:
-        self.external_task = task_id
+    def begin(self, lane: Lane, task_id: str) -> None:
+        self.task = task_id
         self.tasks[task_id] = TaskStatus(task_id=task_id, state="running")
-        engine.begin_task(self._lane().state, task_id)
+        engine.begin_task(lane.state, task_id)
 
-    async def _defer_switch_events(self, lane: Lane, task_ids: list[str]) -> None:
+    def forget(self, task_id: str) -> None:
+        """Recovery ended ``task_id``: it is no longer the external task."""
+        if self.task == task_id:
+            self.task = None
+
+    async def defer_switch_events(self, lane: Lane, task_ids: list[str]) -> None:
         """``task.completed`` of the running task and ``task.started`` of each of ``task_ids``,
         in the order the switches will happen, taken by the lane's next activity."""
-        if not task_ids or not self._external_events_on():
+        if not task_ids or not self.events_on():
             return
-        ending = self._owning_task()
+        ending = self.owning(lane)
         if ending is not None and ending in self.tasks:
             await lane.defer_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, self._ended(ending)))
         for n, task_id in enumerate(task_ids):
@@ -103,24 +120,23 @@ class ExternalTasks:
         """The status a task ends with: completed, its answer only if it had answered."""
         return self.tasks[task_id].model_copy(update={"state": "completed"})
 
-    async def _close_external_task(self) -> None:
+    async def close(self, lane: Lane | None) -> None:
         """A closed session's external task is over."""
-        task = self.tasks.get(self.external_task) if self.external_task is not None else None
+        task = self.tasks.get(self.task) if self.task is not None else None
         if task is None or task.state not in ("running", "completed"):
             return
         task.state = "completed"
-        if self.lane is not None and self._owning_task() == task.task_id and self._external_events_on():
-            await self.lane.log_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, task))
+        if lane is not None and self.owning(lane) == task.task_id and self.events_on():
+            await lane.log_event(task_log.COMPLETED, task_log.payload(task_log.COMPLETED, task))
 
-    def _external_progress(self, items: list[ExternalItem], added: list[Item]) -> None:
-        """Turns, state and answer of the external task, from what the agent appended. The task
-        has answered while its newest item is an assistant turn without tool calls; more
-        items set it running again."""
+    def progress(self, items: list[ExternalItem], added: list[Item]) -> int:
+        """Turns, state and answer of the external task, from what the agent appended; returns
+        the session's turns the items add. The task has answered while its newest item is an
+        assistant turn without tool calls; more items set it running again."""
         progress = external_progress(items)
-        self.turns += progress.turns_before_user + progress.turns
-        task = self.tasks.get(self.external_task) if self.external_task is not None else None
-        if task is None or task.state not in ("running", "completed"):
-            return
-        task.turns += progress.turns
-        task.state = "completed" if progress.answered else "running"
-        task.answer_item_id = added[-1].id if progress.answered and added else None
+        task = self.tasks.get(self.task) if self.task is not None else None
+        if task is not None and task.state in ("running", "completed"):
+            task.turns += progress.turns
+            task.state = "completed" if progress.answered else "running"
+            task.answer_item_id = added[-1].id if progress.answered and added else None
+        return progress.turns_before_user + progress.turns

@@ -39,6 +39,9 @@ RULES_2_PATCH = "engine-rules-2"
 # New sessions run with config.cost_profile (issue 16). Only at a session's start: it changes
 # the preview size items are measured with, so a restored run keeps its session's values.
 COST_PROFILE_PATCH = "cost-profile"
+# Gates commands added after histories were recorded (tests/histories replays them):
+# episode begin/end/abandon events in the main lane.
+EPISODE_EVENTS_PATCH = "lane-episode-events"
 # Stores of external items whose ids turned out taken (see store_external) before the call is refused.
 STORE_ATTEMPTS = 3
 

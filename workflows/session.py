@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import exhaustive
+    from workflows import capability_admission, exhaustive, pinned_notes
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop
     from workflows.context import EngineConfig, Item, Kind, UsageTotals, engine, ids
@@ -37,14 +37,17 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract.session import (
         AppendItemsRequest,
         AppendItemsResult,
+        CapabilityRequest,
+        CapabilityResult,
         ChildLane,
         CondenseRequest,
         CondenseResult,
         EpisodeBegin,
         EpisodeEnd,
         ExternalItem,
+        PinRequest,
+        PinResult,
         PreparedRequest,
-        SessionConfig,
         SessionInput,
         SessionMode,
         SessionStatus,
@@ -55,19 +58,18 @@ with workflow.unsafe.imports_passed_through():
         SubmitRequest,
         SubmitResult,
         TaskStatus,
+        capability_problem,
+        note_problem,
+        session_tools,
         submit_text_problem,
     )
     from workflows.contract.session_start import SessionStartInput
-    from workflows.contract.tools import REPLAY_TOOLS, SPAWN_TOOL, WORKSPACE_TOOLS
     from workflows.external_tasks import ExternalTasks
-    from workflows.lane import Lane, LoopSettings, new_session_profile, patched_engine_options
-    from workflows.session_handlers import ContextHandlers
-    from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost, log_recovery
+    from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, new_session_profile, patched_engine_options
+    from workflows.recovery import recover
+    from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost
     from workflows.usage import UsagePolicy, usage_policy
 
-# Gates commands added after histories were recorded (tests/histories replays them):
-# episode begin/end/abandon events in the main lane.
-EPISODE_EVENTS_PATCH = "lane-episode-events"
 # Runs continue as new in every mode (external agents' calls count), not only after model turns.
 CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
 # A new session's lane is published once its system prompt is stored (handlers waiting for it
@@ -83,18 +85,8 @@ RUN_HISTORY_EVENTS = 8_000
 RUN_HISTORY_BYTES = 8 * 1024 * 1024
 
 
-def session_tools(config: SessionConfig) -> list[str]:
-    """The tools offered to the model: the configured list, else the mode's default; plus
-    spawn_subagent when subagents are enabled."""
-    defaults = REPLAY_TOOLS if config.replay is not None else WORKSPACE_TOOLS
-    tools = list(config.tools if config.tools is not None else defaults)  # a copy: never the module's list
-    if config.subagents.enabled and SPAWN_TOOL not in tools:
-        tools.append(SPAWN_TOOL)
-    return tools
-
-
 @workflow.defn(name="SessionWorkflow")
-class SessionWorkflow(ContextHandlers, ExternalTasks):
+class SessionWorkflow:
     @workflow.init
     def __init__(self, inp: SessionInput) -> None:
         self.config = inp.config
@@ -107,7 +99,6 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         self.pending: list[PendingTaskRecord] = []  # submitted text waits here only until its task starts
         self.tasks: dict[str, TaskStatus] = {}
         self.lane: Lane | None = None
-        self.external_task: str | None = None
         self.runs = 0  # runs before this one (continue-as-new)
         self.turns_this_run = 0
         self.updates_this_run = 0
@@ -117,7 +108,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         self.handing_over = False
         self.recent_calls = RecentCalls()
         self.end_refusals = exhaustive.RefusalTracker()  # exhaustive tasks ended early
-        self.prepared_tokens = 0  # our count of the last request prepared for an external agent (0: none yet)
+        self.external = ExternalTasks(self.tasks)  # the external agent's task (external mode)
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
         self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
         self.loop = AgentLoop(LoopSettings(
@@ -219,6 +210,8 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             digest = (request.digest or items_digest(request.items)) if request.key else ""
             if (done := self.recent_calls.repeated(request.key, digest)) is not None:
                 return AppendItemsResult(item_ids=done.item_ids, repeated=True, call_id=request.call_id)
+            if request.usage is not None:  # the gateway's answer: its event goes with the items' activity
+                await self.external.record_reported_usage(lane, request.usage, defer=True)
             item_ids = [i.id for i in await self._append(lane, request.items)]
             self.recent_calls.record(request.key, digest, item_ids)
         return AppendItemsResult(item_ids=item_ids, call_id=request.call_id)
@@ -232,7 +225,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         lane = await self._ready_lane()
         self.updates_this_run += 1
         async with lane.lock:
-            return await self._prepare(lane)
+            return await self.external.prepare(lane, self.config, self._tools())
 
     @prepare_request.validator
     def validate_prepare_request(self) -> None:
@@ -249,7 +242,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             done = self.recent_calls.repeated(request.step_id, digest)
             if done is None:
                 if request.usage is not None:  # before the items: its event goes with their activity
-                    await self._record_reported_usage(lane, request.usage, defer=bool(request.items))
+                    await self.external.record_reported_usage(lane, request.usage, defer=bool(request.items))
                 # runs recorded before the patch stored a step's items with a local activity, whose
                 # rows outlive a lost workflow task (and its seqs went to other content)
                 local = not workflow.patched(STEP_ITEMS_ACTIVITY_PATCH)
@@ -257,7 +250,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
                 self.recent_calls.record(request.step_id, digest, item_ids)
             stored = item_ids if done is None else done.item_ids
             try:
-                prepared = await self._prepare(lane)
+                prepared = await self.external.prepare(lane, self.config, self._tools())
             except ApplicationError as error:  # the items are stored: a refusal of the request says so
                 if error.type != rejections.REQUEST_UNFIT or not stored:
                     raise
@@ -286,49 +279,56 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         with rejections.engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
             users = sum(1 for item in items if item.kind == Kind.USER.value)
             if not lane.rules_2:
-                for _ in range(users):
-                    await self._begin_external_task()
+                for _ in range(users):  # end the task before, repair, begin the next
+                    self.external.end_owning(lane)
+                    await self._recover(lane)
+                    self.external.begin(lane, self._new_task_id())
                 added = await lane.add_external(items)
-                self._external_progress(items, added)
+                self.turns += self.external.progress(items, added)
                 return added
             # Repairs first (they may add items: the lane's seqs stay in order), then the items
             # are stored, and only then does the task change: input the activity refuses (a
             # content_ref that is not stored) fails with the context as it was.
             if users:
-                await self._recover(lane, ongoing=self.external_task)
+                await self._recover(lane, ongoing=self.external.task)
             task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await
-            await self._defer_switch_events(lane, task_ids)
+            await self.external.defer_switch_events(lane, task_ids)
             stored = await lane.store_external(items, task_ids[-1] if task_ids else lane.state.current_task, local)
             for task_id in task_ids:
-                self._switch_external_task(task_id)
+                self.external.switch(lane, task_id)
             added = [engine.add_item(lane.state, item) for item in stored]
-            self._external_progress(items, added)
+            self.turns += self.external.progress(items, added)
             return added
 
-    async def _prepare(self, lane: Lane) -> PreparedRequest:
-        """Compact if needed, then plan the next request within the budget (callers hold the lock)."""
-        await lane.compact_if_needed(self.config.compaction)
-        await lane.assemble()
-        _, plan = await lane.plan_within_budget()  # refused, typed, when nothing fits
-        # what the provider will count: the conversation, capability context and tool definitions
-        self.prepared_tokens = plan.total_tokens + plan.capability_tokens + lane.state.config.tool_definition_tokens
-        engine.end_step(lane.state)  # one request is one model step: step-scoped capabilities leave
-        return PreparedRequest(
-            # the API writes it with the request (no extra activity per step), keyed by the seq
-            # the agent's answer will take
-            request_event=lane.request_event(plan, lane.data.next_seq, lane.state.current_task, None),
-            entries=plan.pairs,
-            stable_prefix_entries=plan.stable_prefix_entries,
-            total_tokens=plan.total_tokens,
-            budget=plan.budget,
-            fits=plan.fits,
-            reason=plan.reason,
-            preview_chars=lane.preview_chars,
-            model=self.config.model,
-            tools=self._tools(),
-            tool_set=self.config.tool_set,
-            recall=lane.state.config.recall,
-        )
+    @workflow.update
+    async def add_capability(self, request: CapabilityRequest) -> CapabilityResult:
+        """Admit a tool schema or skill body (step- or task-scoped) for the current or next
+        task; refused (or, a manual skill, skipped) with need, margin and ceiling when it
+        does not fit."""
+        self.updates_this_run += 1
+        lane = await self._ready_lane()
+        async with lane.lock:
+            return await capability_admission.admit(lane, request)
+
+    @add_capability.validator
+    def validate_add_capability(self, request: CapabilityRequest) -> None:
+        self._check_open("add_capability")
+        if (problem := capability_problem(request)) is not None:
+            raise rejections.invalid_input(f"add_capability rejected: {problem}")
+
+    @workflow.update
+    async def pin_note(self, request: PinRequest) -> PinResult:
+        """Pin a note for the rest of the session, if pinned content stays within its budget share."""
+        self.updates_this_run += 1
+        lane = await self._ready_lane()
+        async with lane.lock:
+            return await pinned_notes.pin(lane, str(request.text), lane.state.current_task)
+
+    @pin_note.validator
+    def validate_pin_note(self, request: PinRequest) -> None:
+        self._check_open("pin_note")
+        if (problem := note_problem(request.text)) is not None:
+            raise rejections.invalid_input(f"pin_note rejected: {problem}")
 
     @workflow.update
     async def begin_episode(self, request: EpisodeBegin) -> None:
@@ -396,7 +396,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
                 task = self.pending.pop(0)
                 await self._run_task(task.task_id, task.text, task.exhaustive)
             elif self.closed:
-                await self._close_external_task()
+                await self.external.close(self.lane)
                 break
             if self._should_continue():
                 await self._continue_as_new(None)
@@ -433,12 +433,12 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
             tasks=[t for t in self.tasks.values() if t.task_id not in dropped],
             pending=[p.model_copy() for p in self.pending],
             running=running,
-            external_task=self.external_task,
+            external_task=self.external.task,
             closed=self.closed,
             children=self.subagents.kept_children(),
             next_child=self.subagents.next_child,
             recent_calls=self.recent_calls,
-            prepared_tokens=self.prepared_tokens,
+            prepared_tokens=self.external.prepared_tokens,
         )
 
     async def _continue_as_new(self, running: RunningTask | None) -> None:
@@ -471,14 +471,13 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         self.turns = checkpoint.turns
         self.runs = checkpoint.runs
         self.tasks = {t.task_id: t for t in checkpoint.tasks}
+        self.external = ExternalTasks(self.tasks, checkpoint.external_task, checkpoint.prepared_tokens)
         self.pending = checkpoint.pending + self.pending
         self.resume = checkpoint.running
-        self.external_task = checkpoint.external_task
         self.closed = self.closed or checkpoint.closed
         self.subagents.children = {c.lane: c for c in checkpoint.children}
         self.subagents.next_child = checkpoint.next_child
         self.recent_calls = checkpoint.recent_calls
-        self.prepared_tokens = checkpoint.prepared_tokens
 
     async def _start(self) -> None:
         cfg = self.config
@@ -546,29 +545,7 @@ class SessionWorkflow(ContextHandlers, ExternalTasks):
         return task_id
 
     async def _recover(self, lane: Lane, ongoing: str | None = None) -> None:
-        """Before admitting a task: repair stale lane ownership (a task that still owns the
-        lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
-        open episodes; reconcile subagent lanes recorded as running with reality; and log
-        ``context.recovery.completed`` with the repair counts when anything was repaired.
-        ``ongoing``: a task that owns the lane legitimately (the external task a new user
-        message is about to end) and is not repaired."""
-        stale = lane.state.current_task if lane.state.current_task != ongoing else None
-        closed: list[str] = []
-        if stale is not None:
-            closed = engine.end_task(lane.state, stale, abandoned=True).abandoned_episodes
-            if stale in self.tasks and self.tasks[stale].state == "running":
-                self.tasks[stale].state = "failed"
-                self.tasks[stale].error = "abandoned by recovery: another task was admitted while it owned the lane"
-                if task_log.events_on():  # written with the recovery's event below
-                    await lane.defer_event(task_log.FAILED, task_log.payload(task_log.FAILED, self.tasks[stale]))
-            if self.external_task == stale:
-                self.external_task = None
-            if closed and workflow.patched(EPISODE_EVENTS_PATCH):
-                await lane.log_abandoned_episodes(closed, "recovery: the task that owned the lane ended")
-        counts = await self.subagents.recover(lane) if self.subagents.running() else RepairCounts()
-        if stale is not None or counts.any:
-            await log_recovery(lane, counts, stale_lane_owners=int(stale is not None), task=stale,
-                               main_episodes_closed=len(closed))
+        await recover(lane, self.tasks, self.external, self.subagents, ongoing)
 
     def _tools(self) -> list[str]:
         return session_tools(self.config)

@@ -22,7 +22,7 @@ def test_acknowledged_calls_are_stored_exactly_once_under_kills_and_stalls(tmp_p
     done = subprocess.run(
         [sys.executable, "bench/external_chaos.py", "--rounds", "2", "--calls", "16", "--modes", "kill,overload",
          "--kill-every", "4", "--api-kill-every", "3", "--pause-every", "5", "--pause-seconds", "11",
-         "--burners", "2", "--seed", "7", "--out", str(out)],
+         "--burners", "2", "--seed", "7", "--min-faults", "2", "--out", str(out)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": CHECKOUT_PYTHONPATH},
         capture_output=True, text=True, timeout=840)
     assert out.exists(), done.stderr[-3000:]

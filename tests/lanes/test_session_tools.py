@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from workflows.contract.session import ReplaySpec, SessionConfig, SubagentSettings
+from workflows.contract.session import ReplaySpec, SessionConfig, SubagentSettings, session_tools
 from workflows.contract.tools import REPLAY_TOOLS, WORKSPACE_TOOLS
-from workflows.session import session_tools
 
 REPLAY = ReplaySpec(trajectory_path="/x.json", trajectory_id="x", model_base_url="http://127.0.0.1:1/v1")
 

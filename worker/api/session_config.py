@@ -24,7 +24,7 @@ from worker.api.replays import check_replay
 from worker.settings import Settings
 from workflows.context import known_window
 from workflows.contract.session import ReplaySpec, SessionConfig
-from workflows.session import session_tools
+from workflows.contract.tools import offered_tools
 
 # The tools mode of POST /sessions -> SessionConfig.tools ("workspace": the mode's default).
 TOOLS_OF_MODE: dict[str, list[str]] = {"recall": ["recall_observation"], "none": []}
@@ -63,7 +63,7 @@ def compaction_config(body: SessionCreate, settings: Settings, model: str) -> di
     return values
 
 
-def _tools(body: SessionCreate, session_id: str) -> list[str] | None:
+def _tools(body: SessionCreate) -> list[str] | None:
     """SessionConfig.tools: None keeps the mode's default (when nothing is added to it)."""
     if body.tools is not None and body.tools != "workspace":
         tools: list[str] | None = list(TOOLS_OF_MODE[body.tools])
@@ -72,17 +72,9 @@ def _tools(body: SessionCreate, session_id: str) -> list[str] | None:
     else:
         tools = None
     if body.context_tools:
-        base = tools if tools is not None else session_tools(SessionConfig(session_id=session_id, mode=body.mode,
-                                                                           replay=_replay_stub(body)))
+        base = offered_tools(tools, replay=body.replay is not None, subagents=False)
         tools = base + [t for t in body.context_tools if t not in base]
     return tools
-
-
-def _replay_stub(body: SessionCreate) -> ReplaySpec | None:
-    """Enough of the replay for ``session_tools`` to pick the mode's default tools."""
-    if body.replay is None:
-        return None
-    return ReplaySpec(trajectory_path="", trajectory_id="", model_base_url="")
 
 
 def session_config(body: SessionCreate, session_id: str, tenant: str, request: Request,
@@ -108,12 +100,11 @@ def session_config(body: SessionCreate, session_id: str, tenant: str, request: R
         values["give_up_seconds"] = body.give_up_seconds
     if body.updates_per_run is not None:
         values["updates_per_run"] = body.updates_per_run
-    if (tools := _tools(body, session_id)) is not None:
+    if (tools := _tools(body)) is not None:
         values["tools"] = tools
     if body.mode == "external" and body.system_prompt is None:
         values["system_prompt"] = None  # the agent's prompt, or none: never ours
-    catalog = session_tools(SessionConfig(session_id=session_id, tools=values.get("tools"), mode=body.mode,
-                                          replay=_replay_stub(body)))
+    catalog = offered_tools(values.get("tools"), replay=body.replay is not None, subagents=False)
     values["recall"] = recall_style(body, catalog + [d["function"]["name"] for d in definitions])
     if definitions:
         values["tool_set"] = tool_set_id(definitions)

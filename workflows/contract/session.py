@@ -22,7 +22,7 @@ from workflows.context import (
     UsageTotals,
 )
 from workflows.contract.events import EventSpec
-from workflows.contract.tools import TOOL_SPECS, unknown_tools
+from workflows.contract.tools import TOOL_SPECS, offered_tools, unknown_tools
 
 # hosted: the session runs the agent loop (update submit); external: an agent running
 # elsewhere appends items and asks for the next request.
@@ -145,6 +145,12 @@ class SessionConfig(BaseModel):
         if unknown := unknown_tools(tools or []):
             raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOL_SPECS)}")
         return tools
+
+
+def session_tools(config: SessionConfig) -> list[str]:
+    """The tools offered to the model: the configured list, else the mode's default; plus
+    spawn_subagent when subagents are enabled."""
+    return offered_tools(config.tools, replay=config.replay is not None, subagents=config.subagents.enabled)
 
 
 class SessionInput(BaseModel):
@@ -308,6 +314,18 @@ class ExternalItem(BaseModel):
     extra_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
+class ReportedUsage(BaseModel):
+    """An external agent's provider counts for the call it made with the session's last
+    prepared request. ``price``: the API's LANES_PRICES entry for the model, used when the
+    session has no price of its own."""
+
+    prompt: int = Field(ge=0)
+    cached: int = Field(0, ge=0)
+    completion: int = Field(0, ge=0)
+    model: str | None = None
+    price: ModelPrice | None = None
+
+
 class AppendItemsRequest(BaseModel):
     items: list[ExternalItem] = Field(min_length=1, max_length=100)
     # Idempotency: the same key with the same digest answers the first call's result (across
@@ -317,6 +335,9 @@ class AppendItemsRequest(BaseModel):
     # A fresh id per API call, echoed by the result: Temporal answers an update id it has seen in
     # the run with the first call's result, so a result naming another call answers a repeat.
     call_id: str | None = Field(default=None, max_length=64)
+    # The provider's counts of the call these items answer (the gateway appends the model's
+    # answer with them); recorded like StepRequest.usage.
+    usage: ReportedUsage | None = None
 
 
 class AppendItemsResult(BaseModel):
@@ -341,18 +362,6 @@ class PreparedRequest(BaseModel):
     recall: RecallStyle = "tool"
     # context.request (the inspector's pressure timeline): the API writes it with the request
     request_event: EventSpec | None = None
-
-
-class ReportedUsage(BaseModel):
-    """An external agent's provider counts for the call it made with the session's last
-    prepared request. ``price``: the API's LANES_PRICES entry for the model, used when the
-    session has no price of its own."""
-
-    prompt: int = Field(ge=0)
-    cached: int = Field(0, ge=0)
-    completion: int = Field(0, ge=0)
-    model: str | None = None
-    price: ModelPrice | None = None
 
 
 class StepRequest(BaseModel):

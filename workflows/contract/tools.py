@@ -113,3 +113,14 @@ def tool_specs(names: list[str] | tuple[str, ...]) -> list[dict]:
     if unknown := unknown_tools(names):
         raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOL_SPECS)}")
     return [TOOL_SPECS[n] for n in names]
+
+
+def offered_tools(tools: list[str] | None, *, replay: bool, subagents: bool) -> list[str]:
+    """The tools a session offers its model: the configured list, else the default of its kind
+    (a replay's or a live workspace's); plus spawn_subagent when subagents are enabled. The API
+    and the workflow both ask this (the API before any session exists)."""
+    defaults = REPLAY_TOOLS if replay else WORKSPACE_TOOLS
+    offered = list(tools if tools is not None else defaults)  # a copy: never the module's tuple
+    if subagents and SPAWN_TOOL not in offered:
+        offered.append(SPAWN_TOOL)
+    return offered

@@ -1,0 +1,42 @@
+"""Recovery before a task is admitted: repair stale lane ownership and subagent lanes.
+
+Workflow code only.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import task_events as task_log
+    from workflows.context import engine
+    from workflows.contract.session import TaskStatus
+    from workflows.external_tasks import ExternalTasks
+    from workflows.lane import EPISODE_EVENTS_PATCH, Lane
+    from workflows.subagents import RepairCounts, SubagentHost, log_recovery
+
+
+async def recover(lane: Lane, tasks: dict[str, TaskStatus], external: ExternalTasks, subagents: SubagentHost,
+              ongoing: str | None = None) -> None:
+    """Before admitting a task: repair stale lane ownership (a task that still owns the
+    lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
+    open episodes; reconcile subagent lanes recorded as running with reality; and log
+    ``context.recovery.completed`` with the repair counts when anything was repaired.
+    ``ongoing``: a task that owns the lane legitimately (the external task a new user
+    message is about to end) and is not repaired."""
+    stale = lane.state.current_task if lane.state.current_task != ongoing else None
+    closed: list[str] = []
+    if stale is not None:
+        closed = engine.end_task(lane.state, stale, abandoned=True).abandoned_episodes
+        if stale in tasks and tasks[stale].state == "running":
+            tasks[stale].state = "failed"
+            tasks[stale].error = "abandoned by recovery: another task was admitted while it owned the lane"
+            if task_log.events_on():  # written with the recovery's event below
+                await lane.defer_event(task_log.FAILED, task_log.payload(task_log.FAILED, tasks[stale]))
+        external.forget(stale)
+        if closed and workflow.patched(EPISODE_EVENTS_PATCH):
+            await lane.log_abandoned_episodes(closed, "recovery: the task that owned the lane ended")
+    counts = await subagents.recover(lane) if subagents.running() else RepairCounts()
+    if stale is not None or counts.any:
+        await log_recovery(lane, counts, stale_lane_owners=int(stale is not None), task=stale,
+                           main_episodes_closed=len(closed))
