@@ -201,6 +201,11 @@ class Store:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
+    async def run(self, fn: Callable[[asyncpg.Connection], Awaitable[T]], session_id: str | None = None) -> T:
+        """``fn`` on a pooled connection, retried while the server is unreachable: for the
+        modules that own a table of their own (``activities/gateway_turns.py``)."""
+        return await self._run(fn, session_id)
+
     async def ping(self) -> bool:
         try:
             async with self._pool.acquire(timeout=5) as conn:

@@ -19,7 +19,7 @@ from workflows import activity_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 ORCHESTRATION = {"workflows.session", "workflows.lane", "workflows.lane_workflow", "workflows.agent_loop",
-                 "workflows.subagents", "workflows.activity_calls", "workflows.session_handlers",
+                 "workflows.subagents", "workflows.activity_calls", "workflows.recovery",
                  "workflows.external_tasks", "workflows.capability_admission", "workflows.pinned_notes",
                  "workflows.exhaustive", "workflows.task_events", "workflows.usage"}
 IO_LIBRARIES = {"asyncpg", "openai", "httpx", "tiktoken", "subprocess", "socket", "os", "time", "random", "pathlib"}
@@ -189,4 +189,4 @@ def test_a_user_message_crosses_each_layer_once_as_the_readme_says():
     assert "lane.plan_within_budget(" in loop and "calls.call_model(" in loop
     assert external_routes.materialise is requests.materialise
     assert model.model_request is requests.model_request and "materialise(" in inspect.getsource(requests.model_request)
-    assert "materialise(" in inspect.getsource(external_routes._request_out)
+    assert "materialise(" in inspect.getsource(external_routes.request_out)

@@ -107,6 +107,17 @@ class Settings(BaseSettings):
     # every model call's provider-reported usage is costed with them (cost units).
     prices: Annotated[dict[str, ModelPrice], NoDecode] = Field(default_factory=dict,
                                                                validation_alias=_env("LANES_PRICES"))
+    # The gateway's upstreams (issue 25): where an agent's Chat Completions and Messages calls
+    # go after Lanes bounded them, with the deployment's key (never stored in history). Unset:
+    # that protocol's gateway answers 503. The OpenAI one defaults to OPENAI_BASE_URL/KEY.
+    gateway_openai_base_url: str | None = Field(None, validation_alias=_env("LANES_GATEWAY_OPENAI_BASE_URL"))
+    gateway_openai_api_key: SecretStr | None = Field(None, validation_alias=_env("LANES_GATEWAY_OPENAI_API_KEY"))
+    gateway_anthropic_base_url: str | None = Field(None, validation_alias=_env("LANES_GATEWAY_ANTHROPIC_BASE_URL"))
+    gateway_anthropic_api_key: SecretStr | None = Field(None,
+                                                        validation_alias=_env("LANES_GATEWAY_ANTHROPIC_API_KEY"))
+    # The budget of a session the gateway opens (None: the model's window, as for any session);
+    # an agent can set its own with the X-Lanes-Budget-Tokens header on its first call.
+    gateway_budget_tokens: int | None = Field(None, ge=256, validation_alias=_env("LANES_GATEWAY_BUDGET_TOKENS"))
     # OpenTelemetry span exporters (the standard variable, comma-separated): empty or "none" is
     # no tracing; otherwise worker/tracing.py traces workflows and activities (the `tracing` extra).
     traces_exporter: Annotated[list[str], NoDecode] = Field(default_factory=list,

@@ -36,6 +36,8 @@ from worker.api import context_routes, external_routes, ledger_routes, subagent_
 from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError, store_unavailable
+from worker.api.gateway import routes as gateway_routes
+from worker.api.gateway.routes import gateway_error
 from worker.api.routes import router
 from worker.settings import Settings, get_settings
 
@@ -61,8 +63,8 @@ class Guard:
     """Outermost middleware: a request body larger than ``max_body`` is 413 (from its
     Content-Length, or while it is read), a body that has not arrived whole within
     ``body_seconds`` is 408 (a client that declares a body and sends less holds no
-    connection longer), and every ``/v1`` request needs a valid bearer token (401) before
-    routing, validation or any lookup happens."""
+    connection longer), and every ``/v1`` and ``/gateway`` request needs a valid token (401)
+    before routing, validation or any lookup happens."""
 
     def __init__(self, app: ASGIApp, *, auth: Authenticator, max_body: int,
                  body_seconds: float = BODY_SECONDS) -> None:
@@ -77,11 +79,18 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         path: str = scope.get("path", "")
-        if path == "/v1" or path.startswith("/v1/"):
-            tenant = self._tenant(headers.get("authorization"))
+        gateway = path.startswith("/gateway/")
+        if path == "/v1" or path.startswith("/v1/") or gateway:
+            # the gateway's clients send the token as their provider's key: a bearer token
+            # (OpenAI SDKs) or x-api-key (Anthropic SDKs)
+            authorization = headers.get("authorization")
+            if gateway and not authorization and headers.get("x-api-key"):
+                authorization = f"Bearer {headers['x-api-key']}"
+            tenant = self._tenant(authorization)
             if isinstance(tenant, ApiError):
-                await _error_response(tenant.status, tenant.code, tenant.message,
-                                      headers=tenant.headers)(scope, receive, send)
+                response = gateway_error(path, tenant.status, tenant.message, headers=tenant.headers) if gateway \
+                    else _error_response(tenant.status, tenant.code, tenant.message, headers=tenant.headers)
+                await response(scope, receive, send)
                 return
             scope.setdefault("state", {})["tenant"] = tenant
         length = headers.get("content-length")
@@ -198,6 +207,8 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     async def lifespan(app: FastAPI):
         yield
         await backend.close()
+        if (http := getattr(app.state, "gateway_http", None)) is not None:
+            await http.aclose()
 
     app = FastAPI(
         title="Context Lanes API",
@@ -259,6 +270,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     app.include_router(external_routes.router)
     app.include_router(ledger_routes.router)
     app.include_router(context_routes.router)
+    app.include_router(gateway_routes.router)
 
     if STATIC_DIR.is_dir():
         @app.get("/ui", include_in_schema=False)

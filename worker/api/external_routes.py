@@ -173,7 +173,7 @@ async def _known_items(be: Be, sid: str, items: list[ItemIn]) -> tuple[dict[int,
     return digests, known
 
 
-async def _external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], key: str | None) -> Incoming:
+async def external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], key: str | None) -> Incoming:
     """The items as the workflow takes them, large texts and every extra stored first."""
     store = await be.store()
     digests, known = await _known_items(be, sid, [item for item, _ in items])
@@ -221,13 +221,13 @@ def call_key(key: str | None, call_id: str) -> str:
     return key if key is not None else f"api {call_id}"
 
 
-def _update_id(kind: str, key: str, digest: str) -> str:
+def update_id(kind: str, key: str, digest: str) -> str:
     """Temporal deduplicates an update id within a run: the same key and body answer the first
     result; a different body gets its own id, so the workflow sees the reused key and refuses it."""
     return f"{kind}-{hashlib.sha256(f'{key}:{digest}'.encode()).hexdigest()[:32]}"
 
 
-async def _request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestFormat = "chat") -> PreparedRequestOut:
+async def request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestFormat = "chat") -> PreparedRequestOut:
     store = await be.store()
     try:
         request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
@@ -265,7 +265,7 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
     _check_key(idempotency_key, "Idempotency-Key")
     sid = row.session_id
     given = _incoming(body.items, body.responses_items)
-    incoming = await _external_items(be, sid, given, idempotency_key)
+    incoming = await external_items(be, sid, given, idempotency_key)
     if not incoming.items:  # every item is stored already (a resent batch): nothing to append
         return AppendItemsOut(session_id=sid, item_ids=incoming.item_ids([], len(given)), repeated=True,
                               already_stored=incoming.already_stored)
@@ -274,7 +274,7 @@ async def append_items(row: Owned, be: Be, body: AppendItemsIn,
                                  digest=_digest(body.items, body.responses_items), call_id=call_id)
     assert request.key is not None and request.digest is not None
     result: AppendItemsResult = await be.update(sid, "append the items", SessionWorkflow.append_items, request,
-                                                update_id=_update_id("append", request.key, request.digest))
+                                                update_id=update_id("append", request.key, request.digest))
     item_ids = incoming.item_ids(result.item_ids, len(given))
     return AppendItemsOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
                           repeated=_repeated(result, call_id, idempotency_key is not None),
@@ -288,7 +288,7 @@ async def next_request(row: Owned, be: Be,
                        ) -> PreparedRequestOut:
     prepared: PreparedRequest = await be.update(row.session_id, "prepare the next request",
                                                 SessionWorkflow.prepare_request)
-    return await _request_out(be, row.session_id, prepared, format)
+    return await request_out(be, row.session_id, prepared, format)
 
 
 @router.post("/sessions/{session_id}/steps", response_model=StepOut, tags=["external"],
@@ -299,17 +299,17 @@ async def step(row: Owned, be: Be, body: StepIn) -> StepOut:
     given = _incoming(body.items, body.responses_items)
     call_id = uuid.uuid4().hex
     key = call_key(body.step_id, call_id)
-    incoming = await _external_items(be, sid, given, key)
+    incoming = await external_items(be, sid, given, key)
     request = StepRequest(items=incoming.items, step_id=key, digest=_digest(body.items, body.responses_items),
                           usage=_reported(body.usage, row, be), call_id=call_id)
     assert request.digest is not None
     result: StepResult = await be.update(sid, "take the step", SessionWorkflow.step, request,
-                                         update_id=_update_id("step", key, request.digest))
+                                         update_id=update_id("step", key, request.digest))
     item_ids = incoming.item_ids(result.item_ids, len(given))
     return StepOut(session_id=sid, item_ids=item_ids, stored_observations=incoming.stored,
                    repeated=_repeated(result, call_id, body.step_id is not None),
                    already_stored=incoming.already_stored,
-                   request=await _request_out(be, sid, result.request, body.format))
+                   request=await request_out(be, sid, result.request, body.format))
 
 
 def _reported(usage: UsageIn | None, row: SessionRow, be: Backend) -> ReportedUsage | None:

@@ -120,7 +120,13 @@ Owned = Annotated[SessionRow, Depends(owned)]
              summary="Create a session (hosted or external-agent mode)")
 async def create_session(request: Request, response: Response, tenant: Tenant, be: Be,
                          body: Annotated[SessionCreate | None, Body()] = None) -> SessionCreated:
-    body = body or SessionCreate()
+    created = await open_session(request, tenant, be, body or SessionCreate())
+    response.headers["Location"] = f"/v1/sessions/{created.session_id}"
+    return created
+
+
+async def open_session(request: Request, tenant: str, be: Backend, body: SessionCreate) -> SessionCreated:
+    """Create and start a session (the route above, and the gateway's first call of a conversation)."""
     session_id = new_session_id("ses")
     definitions = agent_definitions(body, catalog_tools(body))
     config = session_config(body, session_id, tenant, request, definitions)
@@ -138,7 +144,6 @@ async def create_session(request: Request, response: Response, tenant: Tenant, b
     except Exception as exc:
         await be.delete_session_row(session_id, tenant)
         raise from_temporal(exc, session_id, "start the session") from None
-    response.headers["Location"] = f"/v1/sessions/{session_id}"
     return SessionCreated(session_id=session_id, mode=body.mode, created_at=created, config=row_config)
 
 

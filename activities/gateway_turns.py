@@ -1,0 +1,82 @@
+"""The gateway's map from conversations to sessions (table ``gateway_turns``, migration 0005).
+
+Each turn an agent sent through the gateway has a row at its position in the agent's
+conversation, with the digest of the conversation up to it (``chain``); each answer the
+gateway returned has one too, with what the agent was answered. A row is a claim until the
+turn's items are stored (``stored``); claims decide which conversation a session continues,
+so two conversations never mix in one session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from activities.store import Store
+
+
+@dataclass(frozen=True)
+class GatewayTurn:
+    position: int
+    chain: str
+    stored: bool
+    answer: dict[str, Any] | None = None
+
+
+def _turn(row: asyncpg.Record) -> GatewayTurn:  # jsonb comes decoded (the store's codec)
+    return GatewayTurn(position=row["position"], chain=row["chain"], stored=row["stored"], answer=row["answer"])
+
+
+class GatewayTurns:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def longest_prefix(self, tenant: str, chains: list[str]) -> tuple[str, int] | None:
+        """(session, position) of the tenant's longest stored prefix of ``chains``; the newest
+        session among those that hold it as long (a branch shares its prefix)."""
+        row = await self.store.run(lambda c: c.fetchrow(
+            "SELECT session_id, position FROM gateway_turns WHERE tenant = $1 AND chain = ANY($2::text[]) "
+            "ORDER BY position DESC, created_at DESC LIMIT 1", tenant, chains))
+        return None if row is None else (row["session_id"], row["position"])
+
+    async def turns(self, session_id: str) -> list[GatewayTurn]:
+        rows = await self.store.run(lambda c: c.fetch(
+            "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 ORDER BY position",
+            session_id), session_id)
+        return [_turn(r) for r in rows]
+
+    async def claim(self, session_id: str, tenant: str, first: int, chains: list[str]) -> list[GatewayTurn]:
+        """Claim positions ``first``... for ``chains``; returns what those positions hold now
+        (another call's claim where one was there first)."""
+        if not chains:
+            return []
+        positions = list(range(first, first + len(chains)))
+
+        async def write(c: asyncpg.Connection) -> list[asyncpg.Record]:
+            await c.execute(
+                "INSERT INTO gateway_turns (session_id, position, tenant, chain) "
+                "SELECT $1, p, $2, h FROM unnest($3::int[], $4::text[]) AS t(p, h) ON CONFLICT DO NOTHING",
+                session_id, tenant, positions, chains)
+            return await c.fetch("SELECT position, chain, stored, answer FROM gateway_turns "
+                                 "WHERE session_id = $1 AND position = ANY($2::int[]) ORDER BY position",
+                                 session_id, positions)
+        return [_turn(r) for r in await self.store.run(write, session_id)]
+
+    async def put_answer(self, session_id: str, tenant: str, position: int, chain: str,
+                         answer: dict[str, Any]) -> GatewayTurn:
+        """The answer at ``position``: this one, or the one a concurrent call put there first."""
+        async def write(c: asyncpg.Connection) -> asyncpg.Record:
+            await c.execute("INSERT INTO gateway_turns (session_id, position, tenant, chain, answer) "
+                            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                            session_id, position, tenant, chain, answer)
+            return await c.fetchrow("SELECT position, chain, stored, answer FROM gateway_turns "
+                                    "WHERE session_id = $1 AND position = $2", session_id, position)
+        return _turn(await self.store.run(write, session_id))
+
+    async def mark_stored(self, session_id: str, positions: list[int]) -> None:
+        if positions:
+            await self.store.run(lambda c: c.execute(
+                "UPDATE gateway_turns SET stored = true WHERE session_id = $1 AND position = ANY($2::int[])",
+                session_id, positions), session_id)

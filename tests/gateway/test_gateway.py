@@ -1,0 +1,226 @@
+"""The gateway with the official SDKs, unchanged, pointed at it by base URL and a Lanes token:
+the answer each SDK parses, the session that holds the conversation (stored exactly, once),
+the bounded request the upstream received, branches, retries, recall and errors."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from tests.gateway.conftest import TOKEN
+from tests.gateway.upstream import Scripted, ScriptedUpstream
+
+pytestmark = pytest.mark.timeout(180)
+
+TOOLS: list[Any] = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+                                           "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                                                          "required": ["path"]}}}]
+ANTHROPIC_TOOLS: list[Any] = [{"name": "read_file", "description": "Read a file.",
+                    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+
+
+def model() -> str:
+    return f"up-{uuid.uuid4().hex[:8]}"
+
+
+def openai_client(gateway: str, **options) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0, **options)
+
+
+def stored(gateway: str, session_id: str) -> list[dict]:
+    response = httpx.get(f"{gateway}/v1/sessions/{session_id}/items", params={"limit": 500},
+                         headers={"Authorization": f"Bearer {TOKEN}"})
+    response.raise_for_status()
+    return response.json()["items"]
+
+
+def session_of(raw) -> str:
+    return raw.headers["x-lanes-session"]
+
+
+def test_openai_sdk_tool_loop_is_one_session_stored_exactly(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(calls=[("call_1", "read_file", {"path": "setup.py"})]),
+                    Scripted(text="setup.py installs the package."))
+    client = openai_client(gateway)
+    messages: list[Any] = [{"role": "system", "content": "You are a careful agent."},
+                            {"role": "user", "content": "What does setup.py do?"}]
+    first = client.chat.completions.with_raw_response.create(model=name, messages=messages, tools=TOOLS)
+    answer = first.parse()
+    call = answer.choices[0].message.tool_calls[0]
+    assert (call.id, call.function.name, json.loads(call.function.arguments)) == (
+        "call_1", "read_file", {"path": "setup.py"})
+    assert answer.choices[0].finish_reason == "tool_calls" and answer.usage.prompt_tokens == 100
+    messages += [answer.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": "call_1", "content": "from setuptools import setup\nsetup()"}]
+    second = client.chat.completions.with_raw_response.create(model=name, messages=messages, tools=TOOLS)
+    assert second.parse().choices[0].message.content == "setup.py installs the package."
+    sid = session_of(first)
+    assert session_of(second) == sid
+    items = stored(gateway, sid)
+    assert [(i["kind"], i["text"]) for i in items] == [
+        ("system", "You are a careful agent."), ("user", "What does setup.py do?"), ("assistant", ""),
+        ("tool_result", "from setuptools import setup\nsetup()"), ("assistant", "setup.py installs the package.")]
+    assert items[2]["tool_calls"][0]["id"] == "call_1" and items[3]["tool_call_id"] == "call_1"
+    sent = upstream.of(name)
+    assert len(sent) == 2
+    assert sent[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_1",
+                                       "content": "from setuptools import setup\nsetup()"}
+    assert sent[1]["tools"] == TOOLS  # the agent's own tools, as it sent them
+    assert upstream.requests[-1]["headers"]["authorization"] == "Bearer sk-upstream-secret"  # never the agent's
+
+
+def test_openai_sdk_streaming_reads_text_tool_calls_and_usage(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(text="Reading it.", calls=[("call_9", "read_file", {"path": "a.py"})],
+                                   usage=(250, 200, 12)))
+    stream = openai_client(gateway).chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "read a.py"}], tools=TOOLS, stream=True,
+        stream_options={"include_usage": True})
+    text, finish, usage = "", None, None
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            text += choice.delta.content or ""
+            for call in choice.delta.tool_calls or ():
+                entry = calls.setdefault(call.index, {"id": call.id, "name": call.function.name, "arguments": ""})
+                entry["arguments"] += call.function.arguments or ""
+            finish = choice.finish_reason or finish
+    assert text == "Reading it." and finish == "tool_calls"
+    assert calls == {0: {"id": "call_9", "name": "read_file", "arguments": json.dumps({"path": "a.py"},
+                                                                                      sort_keys=True)}}
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details.cached_tokens) == (250, 12, 200)
+
+
+def test_anthropic_sdk_tool_use_and_streaming(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(calls=[("toolu_1", "read_file", {"path": "README.md"})]),
+                    Scripted(text="It is a README."))
+    client = anthropic.Anthropic(base_url=f"{gateway}/gateway/anthropic", api_key=TOKEN, max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "Summarise README.md"}]
+    first = client.messages.with_raw_response.create(model=name, max_tokens=512, system="Be brief.",
+                                                     messages=messages, tools=ANTHROPIC_TOOLS)
+    message = first.parse()
+    assert message.stop_reason == "tool_use" and message.content[0].type == "tool_use"
+    assert message.content[0].input == {"path": "README.md"}
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in message.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                               "content": "# Lanes\nDurable context."}]}]
+    with client.messages.stream(model=name, max_tokens=512, system="Be brief.", messages=messages,
+                                tools=ANTHROPIC_TOOLS) as stream:
+        final = stream.get_final_message()
+    assert final.content[0].text == "It is a README." and final.stop_reason == "end_turn"
+    sid = session_of(first)
+    items = stored(gateway, sid)
+    assert [i["kind"] for i in items] == ["system", "user", "assistant", "tool_result", "assistant"]
+    assert items[3]["text"] == "# Lanes\nDurable context." and items[3]["tool_call_id"] == "toolu_1"
+    sent = upstream.of(name)
+    assert sent[1]["system"][0]["text"] == "Be brief."
+    assert sent[1]["messages"][-1]["content"][0]["type"] == "tool_result"
+    assert any("cache_control" in block for m in sent[1]["messages"] for block in m["content"])  # breakpoints
+    assert upstream.requests[-1]["headers"]["x-api-key"] == "ak-upstream-secret"
+
+
+def test_a_retried_call_is_answered_from_the_store(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(text="the one answer"))
+    client = openai_client(gateway)
+    messages = [{"role": "user", "content": f"question {uuid.uuid4().hex}"}]
+    first = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    again = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    assert again.parse().choices[0].message.content == "the one answer"
+    assert session_of(again) == session_of(first)
+    assert len(upstream.of(name)) == 1  # no second upstream call
+    assert [i["kind"] for i in stored(gateway, session_of(first))] == ["user", "assistant"]
+
+
+def test_conversations_stay_apart_and_an_edited_history_branches(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    client = openai_client(gateway)
+    system = {"role": "system", "content": "shared system prompt"}
+    a = client.chat.completions.with_raw_response.create(model=name, messages=[system, {"role": "user", "content": "A"}])
+    b = client.chat.completions.with_raw_response.create(model=name, messages=[system, {"role": "user", "content": "B"}])
+    assert session_of(a) != session_of(b)
+    answer_a = a.parse().choices[0].message.content
+    follow: list[Any] = [system, {"role": "user", "content": "A"}, {"role": "assistant", "content": answer_a},
+              {"role": "user", "content": "A2"}]
+    assert session_of(client.chat.completions.with_raw_response.create(model=name, messages=follow)) == session_of(a)
+    edited = [system, {"role": "user", "content": "A"}, {"role": "assistant", "content": "an edited answer"},
+              {"role": "user", "content": "A2"}]
+    branch = client.chat.completions.with_raw_response.create(model=name, messages=edited)
+    assert session_of(branch) not in (session_of(a), session_of(b))
+    assert [i["text"] for i in stored(gateway, session_of(branch))][:3] == [
+        "shared system prompt", "A", "an edited answer"]
+    assert [i["text"] for i in stored(gateway, session_of(a))][:4] == ["shared system prompt", "A", answer_a, "A2"]
+
+
+def test_concurrent_conversations_are_never_misrouted(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    client = openai_client(gateway, timeout=120)
+
+    def converse(n: int) -> tuple[int, str, list[str]]:
+        messages: list[Any] = [{"role": "system", "content": "one prompt for all"}, {"role": "user", "content": f"task {n}"}]
+        first = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+        messages += [{"role": "assistant", "content": first.parse().choices[0].message.content},
+                     {"role": "user", "content": f"more of task {n}"}]
+        second = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+        assert session_of(second) == session_of(first)
+        return n, session_of(first), [m["content"] for m in messages]
+
+    with ThreadPoolExecutor(12) as pool:
+        results = list(pool.map(converse, range(12)))
+    assert len({sid for _, sid, _ in results}) == 12
+    for n, sid, sent in results:
+        texts = [i["text"] for i in stored(gateway, sid)]
+        assert texts[:4] == sent and texts[1] == f"task {n}" and len(texts) == 5
+
+
+def test_errors_come_in_each_protocols_shape(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key="not-a-token", max_retries=0) \
+            .chat.completions.create(model=name, messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(base_url=f"{gateway}/gateway/anthropic", api_key="not-a-token", max_retries=0) \
+            .messages.create(model=name, max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError, match="tool result"):
+        openai_client(gateway).chat.completions.create(model=name, messages=[
+            {"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "nope", "content": "x"}])
+    raw = httpx.post(f"{gateway}/gateway/anthropic/v1/messages", content=b"{not json",
+                     headers={"x-api-key": TOKEN, "content-type": "application/json"})
+    assert raw.status_code == 400 and raw.json()["type"] == "error"
+    upstream.script(name, Scripted(status=429))
+    with pytest.raises(openai.RateLimitError):  # the upstream's own status, passed through
+        openai_client(gateway).chat.completions.create(model=name, messages=[{"role": "user", "content": "busy?"}])
+
+
+def test_archived_output_is_recalled_by_the_gateway_never_by_the_agent(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(recall_first_address=True), Scripted(text="line 1999 says: needle-1999"))
+    output = "\n".join(f"line {n} of the log: needle-{n}" for n in range(3000))  # ~100 k characters
+    messages: list[Any] = [
+        {"role": "system", "content": "You read logs."}, {"role": "user", "content": "What does line 1999 say?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_log", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "log"}'}}]},
+        {"role": "tool", "tool_call_id": "call_log", "content": output}]
+    raw = openai_client(gateway).chat.completions.with_raw_response.create(
+        model=name, messages=messages, tools=TOOLS, extra_headers={"X-Lanes-Budget-Tokens": "4000"})
+    answer = raw.parse().choices[0].message
+    assert answer.content == "line 1999 says: needle-1999" and not answer.tool_calls  # the agent sees no recall
+    first, second = upstream.of(name)
+    assert output not in json.dumps(first)  # bounded: the output went as a preview with its address
+    assert [t["function"]["name"] for t in first["tools"]] == ["read_file", "recall_observation"]
+    recalled = second["messages"][-1]
+    assert recalled["role"] == "tool" and recalled["tool_call_id"] == "call_recall"
+    assert "line 0 of the log: needle-0" in recalled["content"]  # exact text, read back from the store
+    kinds = [(i["kind"], i.get("tool_call_id")) for i in stored(gateway, session_of(raw))]
+    assert kinds[-3:] == [("assistant", None), ("tool_result", "call_recall"), ("assistant", None)]  # in the inspector

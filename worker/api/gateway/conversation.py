@@ -1,0 +1,122 @@
+"""The conversation an agent sends through the gateway, protocol-neutral: one turn per chat
+message (an Anthropic message with tool results is one turn per result, then its text), and
+a chain of digests, one per turn, each naming the whole conversation up to that turn.
+
+The chain is how the gateway recognises a conversation it has seen: the longest prefix of a
+call's chain that a session stored is where the call continues. Digests cover what the agent
+sent, canonically (JSON arguments parsed and dumped with sorted keys, so whitespace an SDK
+adds does not make a new conversation).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+CHAIN_SEED = "lanes-gateway-1"
+
+
+class GatewayInputError(ValueError):
+    """A request the gateway refuses, with the HTTP status and the provider's error type."""
+
+    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call the model made: its id, the tool's name, the arguments as a JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of the conversation, as the session stores it (``ExternalItem`` fields)."""
+
+    kind: str  # system / user / assistant / tool_result
+    text: str = ""
+    tool_calls: tuple[Call, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+    def canonical(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "text": self.text}
+        if self.tool_calls:
+            out["tool_calls"] = [[c.id, c.name, canonical_arguments(c.arguments)] for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+@dataclass
+class Conversation:
+    """What one call carries: its turns (the system prompt first, when there is one)."""
+
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def system(self) -> str | None:
+        return self.turns[0].text if self.turns and self.turns[0].kind == "system" else None
+
+    def chains(self) -> list[str]:
+        """One digest per turn: of that turn and every turn before it."""
+        out, previous = [], CHAIN_SEED
+        for turn in self.turns:
+            previous = next_chain(previous, turn)
+            out.append(previous)
+        return out
+
+    def check(self) -> None:
+        """Refuse what no session can hold: no turn at all, a tool result for no call of the
+        turn before it, a system message after the start."""
+        if not self.turns or all(t.kind == "system" for t in self.turns):
+            raise GatewayInputError("messages: at least one user message is needed")
+        open_calls: set[str] = set()
+        for index, turn in enumerate(self.turns):
+            if turn.kind == "system" and index > 0:
+                raise GatewayInputError(f"messages[{index}]: a system message is only taken first")
+            if turn.kind == "tool_result":
+                if turn.tool_call_id not in open_calls:
+                    raise GatewayInputError(f"messages[{index}]: tool result {turn.tool_call_id!r} answers no "
+                                            "tool call of the assistant turn before it")
+                open_calls.discard(turn.tool_call_id)
+            elif turn.kind == "assistant":
+                open_calls = {c.id for c in turn.tool_calls}
+
+
+def next_chain(previous: str, turn: Turn) -> str:
+    """The chain digest of ``turn`` after a conversation whose last digest is ``previous``."""
+    return hashlib.sha256(
+        (previous + json.dumps(turn.canonical(), sort_keys=True, ensure_ascii=False)).encode()).hexdigest()
+
+
+def canonical_arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments or "{}")
+    except ValueError:
+        return arguments
+
+
+def joined_text(content: Any, where: str) -> str:
+    """A message's text: a string, or the text parts of a list of content parts (an image or
+    another part the gateway cannot store is refused, naming where)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise GatewayInputError(f"{where}: content must be a string or a list of parts")
+    texts = []
+    for n, part in enumerate(content):
+        if not isinstance(part, dict) or part.get("type") not in ("text", "input_text", "output_text"):
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            raise GatewayInputError(f"{where}[{n}]: a {kind!r} part cannot pass the gateway (text only)")
+        texts.append(str(part.get("text", "")))
+    return "\n".join(texts)

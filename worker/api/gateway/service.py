@@ -1,0 +1,244 @@
+"""One gateway call, protocol-neutral: find the session the conversation continues (or open
+one, or branch), store what is new, plan the bounded request, call the upstream model
+(answering its recall calls itself), store the answer and hand it back.
+
+What is stored, and when:
+- the call's new turns are claimed (``gateway_turns``), appended as one keyed step (a retried
+  call appends nothing twice: its step id is the digest of its conversation), then marked stored;
+- the answer is put beside them before its items are appended under a key of its own, so a
+  call retried after a dropped connection is answered from what was stored, with no second
+  upstream call. Between the claim and the answer the upstream call itself is at least once: a
+  call cut before its answer was stored is sent upstream again when the agent retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fastapi import Request
+from pydantic import ValidationError
+
+from activities.gateway_turns import GatewayTurn, GatewayTurns
+from activities.recall import recall
+from lanes_client.schemas import FunctionToolIn, ItemIn, SessionCreate, ToolCallIn
+from worker.api.backend import Backend
+from worker.api.errors import ApiError
+from worker.api.external_routes import external_items, request_out, update_id
+from worker.api.gateway.answer import Answer, stored_answer
+from worker.api.gateway.conversation import CHAIN_SEED, Call, Conversation, GatewayInputError, Turn, next_chain
+from worker.api.routes import open_session
+from workflows.context import price_for
+from workflows.contract.external_calls import json_digest
+from workflows.contract.session import AppendItemsRequest, ReportedUsage, StepRequest, StepResult
+from workflows.contract.tools import RECALL_TOOL, tool_specs
+from workflows.session import SessionWorkflow
+
+log = logging.getLogger("lanes.gateway")
+
+MAX_RECALL_ROUNDS = 4  # upstream calls one agent call may take for the gateway's own recall calls
+RECALL_MAX_CHARS = 16_000  # what one recall answer may hold
+PLACEHOLDER = "observation://"
+
+
+class Upstream(Protocol):
+    """One protocol's side of a call (openai_chat, anthropic_messages, through routes.py)."""
+
+    format: str  # the request format the session renders (chat / anthropic)
+
+    async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
+                       rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer: ...
+
+    def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
+                                                                                     list[dict[str, Any]]]: ...
+
+    def recall_tool(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class Served:
+    session_id: str
+    answer: dict[str, Any]  # stored_answer(...): what the agent is answered
+    replayed: bool = False  # a retried call answered from what was stored
+
+
+class Gateway:
+    def __init__(self, request: Request, be: Backend, tenant: str) -> None:
+        self.request = request
+        self.be = be
+        self.tenant = tenant
+
+    async def turns_table(self) -> GatewayTurns:
+        return GatewayTurns(await self.be.store())
+
+    # --- which session -----------------------------------------------------------------
+
+    async def serve(self, conversation: Conversation, model: str, tools: list[dict[str, Any]],
+                    upstream: Upstream, session_header: str | None, budget: int | None) -> Served:
+        chains = conversation.chains()
+        table = await self.turns_table()
+        sid, stored = await self._session_of(table, chains, session_header)
+        matched = _matched(stored, chains)
+        if sid is not None and matched == len(chains) and len(stored) > matched and stored[matched].answer:
+            return await self._replay(table, sid, stored[matched], chains)
+        if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
+            if sid is not None and session_header is not None and matched < len(stored):
+                log.info("gateway: %s diverges at turn %d: a new branch", sid, matched)
+            sid, stored, matched = await self._open(conversation, model, tools, budget, table, chains), [], 0
+        claims = await table.claim(sid, self.tenant, matched, chains[matched:])
+        if any(c.chain != chains[c.position] for c in claims):  # another conversation claimed them first
+            sid = await self._open(conversation, model, tools, budget, table, chains)
+            claims = await table.claim(sid, self.tenant, 0, chains)
+        rows = {r.position: r for r in [*stored, *claims]}
+        first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
+        prepared = await self._step(sid, conversation.turns[first:], chains)
+        await table.mark_stored(sid, list(range(first, len(chains))))
+        return await self._answer(table, sid, chains, prepared, upstream)
+
+    async def _session_of(self, table: GatewayTurns, chains: list[str],
+                          header: str | None) -> tuple[str | None, list[GatewayTurn]]:
+        if header is not None:
+            row = await self.be.owned_session(header, self.tenant)  # 404 for another tenant's
+            if row.mode != "external":
+                raise GatewayInputError(f"X-Lanes-Session: session {header!r} is not a gateway (external) session")
+            return header, await table.turns(header)
+        found = await table.longest_prefix(self.tenant, chains)
+        return (None, []) if found is None else (found[0], await table.turns(found[0]))
+
+    async def _open(self, conversation: Conversation, model: str, tools: list[dict[str, Any]], budget: int | None,
+                    table: GatewayTurns, chains: list[str]) -> str:
+        """A new external session for the conversation; its system prompt is its first item."""
+        body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
+                             budget_tokens=budget or self.be.settings.gateway_budget_tokens,
+                             tool_definitions=_definitions(tools), tools="recall", recall="tool")
+        created = await open_session(self.request, self.tenant, self.be, body)
+        if conversation.system:  # stored by the session's start: position 0 is the system prompt
+            await table.claim(created.session_id, self.tenant, 0, chains[:1])
+            await table.mark_stored(created.session_id, [0])
+        return created.session_id
+
+    # --- storing and planning ------------------------------------------------------------
+
+    async def _step(self, sid: str, turns: list[Turn], chains: list[str]) -> Any:
+        """Append ``turns`` (keyed by the conversation's digest) and get the bounded request."""
+        items: list[tuple[ItemIn, dict]] = [(_item_in(turn, chains[len(chains) - len(turns) + n]), {})
+                                            for n, turn in enumerate(turns) if turn.kind != "system"]
+        key = f"gw-{chains[-1][:48]}"
+        incoming = await external_items(self.be, sid, items, key)
+        digest = json_digest(chains[len(chains) - len(turns):])
+        request = StepRequest(items=incoming.items, step_id=key, digest=digest)
+        result: StepResult = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
+                                                  update_id=update_id("step", key, digest))
+        return result.request
+
+    async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], prepared: Any,
+                      upstream: Upstream) -> Served:
+        request = await request_out(self.be, sid, prepared, upstream.format)  # type: ignore[arg-type]
+        offers_recall = PLACEHOLDER in _text_of(request)
+        extra = [upstream.recall_tool()] if offers_recall else []
+        rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        answers: list[Answer] = []
+        store = await self.be.store()
+        while True:
+            answer = await upstream.complete(request, extra, rounds)
+            answers.append(answer)
+            recalls = [c for c in answer.turn.tool_calls if c.name == RECALL_TOOL] if offers_recall else []
+            if not recalls:
+                break
+            results = [(c.id, (await recall(store, sid, c.arguments, RECALL_MAX_CHARS))[0].text) for c in recalls]
+            rounds.append(upstream.round_messages(answer, results))
+            if answer.for_agent().tool_calls or len(rounds) >= MAX_RECALL_ROUNDS:
+                break  # the agent's own calls wait for it; or enough rounds: the answer as it is
+        answer_row = stored_answer(answers)
+        position = len(chains)
+        chain = next_chain(chains[-1] if chains else CHAIN_SEED, answers[-1].for_agent())
+        row = await table.put_answer(sid, self.tenant, position, chain, answer_row)
+        ours = row.answer == answer_row
+        await self._store_answer(sid, chain, row.answer or answer_row, answers if ours else None, rounds if ours else [])
+        await table.mark_stored(sid, [position])
+        return Served(session_id=sid, answer=row.answer or answer_row)
+
+    async def _store_answer(self, sid: str, chain: str, answer: dict[str, Any], answers: list[Answer] | None,
+                            rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
+        """The answer's items: each recall round (the model's call and the gateway's results,
+        visible in the inspector) and the final message, with the calls' usage."""
+        items: list[ItemIn] = []
+        if answers is not None:
+            for n, made in enumerate(answers):
+                items.append(_item_in(made.turn, None))
+                if n < len(rounds):
+                    for call in made.turn.tool_calls:
+                        if call.name == RECALL_TOOL:
+                            text = _result_text(rounds[n][1], call.id)
+                            items.append(ItemIn(kind="tool_result", text=text, tool_call_id=call.id,
+                                                tool_name=RECALL_TOOL))
+        else:  # the answer another attempt stored (its recall rounds, if any, were its own)
+            items.append(_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
+                Call(*c) for c in answer["tool_calls"])), None))
+        key = f"gw-answer-{chain[:48]}"
+        incoming = await external_items(self.be, sid, [(i, {}) for i in items], key)
+        prompt, cached, completion = answer["usage"]
+        model = str((answer.get("raw") or {}).get("model") or "")
+        usage = ReportedUsage(prompt=prompt, cached=cached, completion=completion, model=None,
+                              price=price_for(self.be.settings.prices, model) if model else None)
+        digest = json_digest([i.model_dump(mode="json") for i in items])
+        request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage)
+        await self.be.update(sid, "store the answer", SessionWorkflow.append_items, request,
+                             update_id=update_id("append", key, digest))
+
+    async def _replay(self, table: GatewayTurns, sid: str, row: GatewayTurn, chains: list[str]) -> Served:
+        """A retried call: the answer it was given, stored again if its items were not."""
+        assert row.answer is not None
+        if not row.stored:
+            await self._store_answer(sid, row.chain, row.answer, None, [])
+            await table.mark_stored(sid, [row.position])
+        return Served(session_id=sid, answer=row.answer, replayed=True)
+
+
+def _matched(stored: list[GatewayTurn], chains: list[str]) -> int:
+    """How many leading turns of the call the session's rows hold."""
+    n = 0
+    while n < len(chains) and n < len(stored) and stored[n].position == n and stored[n].chain == chains[n]:
+        n += 1
+    return n
+
+
+def _item_in(turn: Turn, chain: str | None) -> ItemIn:
+    return ItemIn(kind=turn.kind, text=turn.text, tool_call_id=turn.tool_call_id, tool_name=turn.tool_name,
+                  tool_calls=[ToolCallIn(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls],
+                  item_id=None if chain is None else f"gw-{chain[:40]}")
+
+
+def _result_text(results: list[dict[str, Any]], call_id: str) -> str:
+    for result in results:
+        if result.get("tool_call_id") == call_id or result.get("tool_use_id") == call_id:
+            return str(result.get("content", ""))
+    return ""
+
+
+def _text_of(request: Any) -> str:
+    return json.dumps([request.messages, request.system])
+
+
+def _definitions(tools: list[dict[str, Any]]) -> list[FunctionToolIn] | None:
+    """The agent's tools as the session measures them (Chat function form); None when they do not fit it."""
+    out = []
+    for tool in tools:
+        fn = tool.get("function") if tool.get("type") == "function" else {
+            "name": tool.get("name"), "description": tool.get("description"), "parameters": tool.get("input_schema")}
+        try:
+            out.append(FunctionToolIn.model_validate({"type": "function", "function": {
+                k: v for k, v in (fn or {}).items() if k in ("name", "description", "parameters") and v is not None}}))
+        except ValidationError:
+            return None
+    return out or None
+
+
+def recall_spec() -> dict[str, Any]:
+    return tool_specs([RECALL_TOOL])[0]
+
+
+def reject(error: GatewayInputError) -> ApiError:
+    return ApiError(error.status, error.kind, str(error))

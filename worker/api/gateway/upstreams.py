@@ -1,0 +1,134 @@
+"""The agent's upstream model, per protocol: where the bounded request goes (the deployment's
+LANES_GATEWAY_* settings, never stored in history), with the agent's own parameters and
+provider headers, and how its answer is read.
+
+An upstream error reaches the agent as the upstream sent it (status and body), so the agent's
+own retry and overflow handling see what they would have seen without Lanes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import Request
+
+from worker.api.gateway import anthropic_messages, openai_chat
+from worker.api.gateway.answer import Answer
+from worker.api.gateway.conversation import GatewayInputError
+from worker.settings import Settings
+from workflows.context import anthropic_tools
+from workflows.contract.tools import RECALL_TOOL, tool_specs
+
+
+class UpstreamError(Exception):
+    def __init__(self, status: int, body: bytes, media_type: str) -> None:
+        super().__init__(f"upstream answered HTTP {status}")
+        self.status = status
+        self.body = body
+        self.media_type = media_type
+
+
+def upstream_http(request: Request) -> httpx.AsyncClient:
+    """The API's one client for upstream calls (a pool; closed with the app)."""
+    state = request.app.state
+    client = getattr(state, "gateway_http", None)
+    if client is None:
+        settings: Settings = state.settings
+        client = state.gateway_http = httpx.AsyncClient(timeout=httpx.Timeout(settings.model_timeout_seconds,
+                                                                              connect=10.0))
+    return client
+
+
+async def _post(request: Request, url: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+    try:
+        response = await upstream_http(request).post(url, json=body, headers=headers)
+    except httpx.TimeoutException:
+        raise GatewayInputError("the upstream model did not answer in time", 504, "timeout_error") from None
+    except httpx.HTTPError as exc:
+        raise GatewayInputError(f"the upstream model is unreachable ({type(exc).__name__})", 502,
+                                "api_error") from None
+    if response.status_code >= 400:
+        raise UpstreamError(response.status_code, response.content,
+                            response.headers.get("content-type", "application/json"))
+    try:
+        return response.json()
+    except ValueError:
+        raise GatewayInputError("the upstream model answered a body that is not JSON", 502, "api_error") from None
+
+
+class OpenAIUpstream:
+    format = "chat"
+
+    def __init__(self, request: Request, call: openai_chat.ChatCall) -> None:
+        self.request = request
+        self.call = call
+
+    @staticmethod
+    def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
+        base = settings.gateway_openai_base_url or settings.openai_base_url
+        if not base:
+            return None
+        key = settings.gateway_openai_api_key or settings.openai_api_key
+        return base.rstrip("/"), ({"Authorization": f"Bearer {key.get_secret_value()}"} if key else {})
+
+    async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
+                       rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer:
+        endpoint = self.endpoint(self.request.app.state.settings)
+        if endpoint is None:
+            raise GatewayInputError("this gateway has no OpenAI upstream (LANES_GATEWAY_OPENAI_BASE_URL)", 503,
+                                    "api_error")
+        base, headers = endpoint
+        body = openai_chat.upstream_body(self.call, prepared.messages, extra_tools, rounds)
+        raw = await _post(self.request, base + "/chat/completions", body, headers)
+        try:
+            return openai_chat.answer_of(raw)
+        except ValueError as exc:
+            raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
+
+    def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
+                                                                                     list[dict[str, Any]]]:
+        return openai_chat.assistant_message(answer.turn), [openai_chat.tool_message(i, t) for i, t in results]
+
+    def recall_tool(self) -> dict[str, Any]:
+        return tool_specs([RECALL_TOOL])[0]
+
+
+class AnthropicUpstream:
+    format = "anthropic"
+
+    def __init__(self, request: Request, call: anthropic_messages.MessagesCall) -> None:
+        self.request = request
+        self.call = call
+
+    @staticmethod
+    def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
+        if not settings.gateway_anthropic_base_url:
+            return None
+        key = settings.gateway_anthropic_api_key
+        return (settings.gateway_anthropic_base_url.rstrip("/"),
+                {"x-api-key": key.get_secret_value()} if key else {})
+
+    async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
+                       rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer:
+        endpoint = self.endpoint(self.request.app.state.settings)
+        if endpoint is None:
+            raise GatewayInputError("this gateway has no Anthropic upstream (LANES_GATEWAY_ANTHROPIC_BASE_URL)",
+                                    503, "api_error")
+        base, headers = endpoint
+        passed = {h: v for h in anthropic_messages.PASSED_HEADERS if (v := self.request.headers.get(h))}
+        passed.setdefault("anthropic-version", "2023-06-01")
+        body = anthropic_messages.upstream_body(self.call, prepared.system, prepared.messages, extra_tools, rounds)
+        raw = await _post(self.request, base + "/v1/messages", body, {**headers, **passed})
+        try:
+            return anthropic_messages.answer_of(raw)
+        except ValueError as exc:
+            raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
+
+    def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
+                                                                                     list[dict[str, Any]]]:
+        return (anthropic_messages.assistant_message(answer),
+                [anthropic_messages.tool_result_block(i, t) for i, t in results])
+
+    def recall_tool(self) -> dict[str, Any]:
+        return anthropic_tools(tool_specs([RECALL_TOOL]))[0]
