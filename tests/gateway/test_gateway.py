@@ -163,6 +163,18 @@ def test_conversations_stay_apart_and_an_edited_history_branches(gateway: str, u
     assert [i["text"] for i in stored(gateway, session_of(a))][:4] == ["shared system prompt", "A", answer_a, "A2"]
 
 
+def test_identical_conversations_of_two_users_are_two_sessions(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    client = openai_client(gateway)
+    messages = [{"role": "user", "content": "hello"}]
+    alice = client.chat.completions.with_raw_response.create(model=name, messages=messages, user="alice")
+    bob = client.chat.completions.with_raw_response.create(model=name, messages=messages, user="bob")
+    pinned = client.chat.completions.with_raw_response.create(model=name, messages=messages,
+                                                              extra_headers={"X-Lanes-Conversation": "c-7"})
+    assert len({session_of(alice), session_of(bob), session_of(pinned)}) == 3
+    assert len(upstream.of(name)) == 3  # each its own upstream call, none a replay of another's
+
+
 def test_concurrent_conversations_are_never_misrouted(gateway: str, upstream: ScriptedUpstream):
     name = model()
     client = openai_client(gateway, timeout=120)

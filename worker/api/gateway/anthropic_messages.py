@@ -51,7 +51,9 @@ def parse(body: Any) -> MessagesCall:
     if (system := _system_text(body.get("system"))) is not None:
         turns.append(Turn("system", system))
     turns += _turns(messages)
-    conversation = Conversation(turns)
+    metadata = body.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    conversation = Conversation(turns, salt=f"{PROTOCOL}|{metadata.get('user_id') or ''}")
     conversation.check()
     return MessagesCall(conversation=conversation, model=model, stream=bool(body.get("stream")), tools=tools,
                         params={k: v for k, v in body.items() if k not in OWN_FIELDS})

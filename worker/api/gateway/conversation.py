@@ -60,6 +60,11 @@ class Conversation:
     """What one call carries: its turns (the system prompt first, when there is one)."""
 
     turns: list[Turn] = field(default_factory=list)
+    # What sets conversations apart besides their turns: the protocol, and the agent's own id of
+    # the conversation or user when it sends one (X-Lanes-Conversation, OpenAI ``user``,
+    # Anthropic ``metadata.user_id``). Without one, two byte-identical conversations of a tenant
+    # are one conversation: the second is answered as a retry of the first.
+    salt: str = ""
 
     @property
     def system(self) -> str | None:
@@ -67,7 +72,7 @@ class Conversation:
 
     def chains(self) -> list[str]:
         """One digest per turn: of that turn and every turn before it."""
-        out, previous = [], CHAIN_SEED
+        out, previous = [], hashlib.sha256(f"{CHAIN_SEED}|{self.salt}".encode()).hexdigest()
         for turn in self.turns:
             previous = next_chain(previous, turn)
             out.append(previous)

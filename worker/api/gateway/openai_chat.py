@@ -43,7 +43,8 @@ def parse(body: Any) -> ChatCall:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise GatewayInputError("tools: must be a list")
-    conversation = Conversation(_turns(messages))
+    user = body.get("user") or body.get("safety_identifier") or ""
+    conversation = Conversation(_turns(messages), salt=f"{PROTOCOL}|{user}")
     conversation.check()
     options = body.get("stream_options") or {}
     return ChatCall(conversation=conversation, model=model, stream=bool(body.get("stream")), tools=tools,

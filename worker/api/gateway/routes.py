@@ -42,6 +42,7 @@ RESPONSES: dict[int | str, dict] = dict.fromkeys((400, 401, 404, 408, 409, 413, 
 router = APIRouter(prefix="/gateway", tags=["gateway"], responses=RESPONSES, include_in_schema=False)
 SESSION_HEADER = "X-Lanes-Session"
 BUDGET_HEADER = "X-Lanes-Budget-Tokens"
+CONVERSATION_HEADER = "X-Lanes-Conversation"  # the agent's own id of the conversation, when it has one
 
 
 def gateway_error(path: str, status: int, message: str, kind: str | None = None, code: str | None = None,
@@ -76,6 +77,8 @@ def _budget(request: Request) -> int | None:
 
 
 async def _serve(request: Request, call: Any, upstream: Any) -> Served:
+    if (conversation_id := request.headers.get(CONVERSATION_HEADER)) is not None:
+        call.conversation.salt += f"|{conversation_id}"
     be: Backend = request.app.state.backend
     gateway = Gateway(request, be, request.state.tenant)
     return await gateway.serve(call.conversation, call.model, call.tools, upstream,

@@ -28,7 +28,7 @@ from worker.api.backend import Backend
 from worker.api.errors import ApiError
 from worker.api.external_routes import external_items, request_out, update_id
 from worker.api.gateway.answer import Answer, stored_answer
-from worker.api.gateway.conversation import CHAIN_SEED, Call, Conversation, GatewayInputError, Turn, next_chain
+from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, next_chain
 from worker.api.routes import open_session
 from workflows.context import price_for
 from workflows.contract.external_calls import json_digest
@@ -153,7 +153,7 @@ class Gateway:
                 break  # the agent's own calls wait for it; or enough rounds: the answer as it is
         answer_row = stored_answer(answers)
         position = len(chains)
-        chain = next_chain(chains[-1] if chains else CHAIN_SEED, answers[-1].for_agent())
+        chain = next_chain(chains[-1], answers[-1].for_agent())
         row = await table.put_answer(sid, self.tenant, position, chain, answer_row)
         ours = row.answer == answer_row
         await self._store_answer(sid, chain, row.answer or answer_row, answers if ours else None, rounds if ours else [])
