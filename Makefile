@@ -33,6 +33,9 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test-tools:
+	@[ -x .tools/node_modules/.bin/claude ] || { command -v npm >/dev/null 2>&1 \
+	  && npm install --silent --no-audit --no-fund --prefix .tools @anthropic-ai/claude-code@2.1 >/dev/null 2>&1; } \
+	  || echo "not installed: @anthropic-ai/claude-code (tests/gateway/test_claude_code.py will be skipped)"
 	@missing=""; for pair in chromium:chromium shellcheck:shellcheck bwrap:bubblewrap; do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \

@@ -70,9 +70,12 @@ def _turns(messages: list[Any]) -> list[Turn]:
     names: dict[str, str] = {}
     for n, message in enumerate(messages):
         where = f"messages[{n}]"
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise GatewayInputError(f"{where}.role: must be user or assistant")
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+            raise GatewayInputError(f"{where}.role: must be user, assistant or system")
         content = message.get("content")
+        if message["role"] == "system":  # a reminder mid-conversation: a system item where it came
+            turns.append(Turn("system", joined_text(content, f"{where}.content")))
+            continue
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list):
             raise GatewayInputError(f"{where}.content: must be a string or a list of blocks")

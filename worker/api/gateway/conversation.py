@@ -79,14 +79,13 @@ class Conversation:
         return out
 
     def check(self) -> None:
-        """Refuse what no session can hold: no turn at all, a tool result for no call of the
-        turn before it, a system message after the start."""
+        """Refuse what no session can hold: no turn but system prompts, a tool result for no
+        call of the assistant turn before it. (A system message later in the conversation is
+        kept as a system item: agents send reminders that way.)"""
         if not self.turns or all(t.kind == "system" for t in self.turns):
             raise GatewayInputError("messages: at least one user message is needed")
         open_calls: set[str] = set()
         for index, turn in enumerate(self.turns):
-            if turn.kind == "system" and index > 0:
-                raise GatewayInputError(f"messages[{index}]: a system message is only taken first")
             if turn.kind == "tool_result":
                 if turn.tool_call_id not in open_calls:
                     raise GatewayInputError(f"messages[{index}]: tool result {turn.tool_call_id!r} answers no "
