@@ -236,3 +236,22 @@ def test_archived_output_is_recalled_by_the_gateway_never_by_the_agent(gateway: 
     assert "line 0 of the log: needle-0" in recalled["content"]  # exact text, read back from the store
     kinds = [(i["kind"], i.get("tool_call_id")) for i in stored(gateway, session_of(raw))]
     assert kinds[-3:] == [("assistant", None), ("tool_result", "call_recall"), ("assistant", None)]  # in the inspector
+
+
+def test_a_long_conversation_passes_and_an_oversized_message_is_refused(gateway: str, upstream: ScriptedUpstream):
+    """A gateway call carries the whole conversation: 4 MB of tool output (above the API's 2 MiB
+    limit for other calls) is taken; one message larger than an item is refused, shaped."""
+    name = model()
+    messages: list[Any] = [{"role": "user", "content": "read the logs"}]
+    for n in range(5):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{n}", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"log {n} " + "x" * 800_000}]
+    client = openai_client(gateway, timeout=120)
+    raw = client.chat.completions.with_raw_response.create(model=name, messages=messages, tools=TOOLS,
+                                                           extra_headers={"X-Lanes-Budget-Tokens": "16000"})
+    assert raw.parse().choices[0].message.content
+    assert len(json.dumps(upstream.of(name)[-1])) < 200_000  # bounded: previews, not 4 MB
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(model=name, messages=[{"role": "user", "content": "y" * 1_200_000}])
+    assert refused.value.status_code == 413 and "larger than a session stores" in str(refused.value)

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("lanes.api")
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
+# A gateway call carries the agent's whole conversation: a long one is larger than any other call.
+GATEWAY_MAX_BODY_BYTES = 64 * 1024 * 1024
 BODY_SECONDS = 10.0  # a request body must arrive whole within this
 DRAIN_LIMIT = 16 * 1024 * 1024  # an over-limit body is read and dropped up to this, then the connection closes
 ENV_ALLOW_REPLAY = "LANES_API_ALLOW_REPLAY"
@@ -93,13 +95,14 @@ class Guard:
                 await response(scope, receive, send)
                 return
             scope.setdefault("state", {})["tenant"] = tenant
+        max_body = max(self.max_body, GATEWAY_MAX_BODY_BYTES) if gateway else self.max_body
         length = headers.get("content-length")
         if length is not None:
             if not length.strip().isdigit():
                 await _error_response(400, "bad_request", "Content-Length is not a number")(scope, receive, send)
                 return
-            if int(length) > self.max_body:
-                await self._too_large(scope, receive, send)
+            if int(length) > max_body:
+                await self._too_large(scope, receive, send, max_body)
                 return
         if scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE") and length is None \
                 and "transfer-encoding" not in headers:
@@ -121,8 +124,8 @@ class Guard:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body:
-                await self._too_large(scope, receive, send)
+            if size > max_body:
+                await self._too_large(scope, receive, send, max_body)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -152,7 +155,7 @@ class Guard:
         except ApiError as exc:
             return exc
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, max_body: int) -> None:
         # Read (and drop) what the client is still sending, up to a bound, so that it gets to
         # read the answer instead of a reset connection; then close the connection.
         drained = 0
@@ -163,7 +166,7 @@ class Guard:
             drained += len(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        response = _error_response(413, "too_large", f"request body is larger than {self.max_body:,} bytes; send "
+        response = _error_response(413, "too_large", f"request body is larger than {max_body:,} bytes; send "
                                                      "fewer items per call, or cut a tool output before sending it "
                                                      f"(an item's text: at most {MAX_ITEM_CHARS:,} characters)",
                                    headers={"Connection": "close"})

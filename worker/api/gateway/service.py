@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from activities.gateway_turns import GatewayTurn, GatewayTurns
 from activities.recall import recall
-from lanes_client.schemas import FunctionToolIn, ItemIn, SessionCreate, ToolCallIn
+from lanes_client.schemas import MAX_ITEM_CHARS, FunctionToolIn, ItemIn, SessionCreate, ToolCallIn
 from worker.api.backend import Backend
 from worker.api.errors import ApiError
 from worker.api.external_routes import external_items, request_out, update_id
@@ -206,6 +206,10 @@ def _matched(stored: list[GatewayTurn], chains: list[str]) -> int:
 
 
 def _item_in(turn: Turn, chain: str | None) -> ItemIn:
+    if len(turn.text) > MAX_ITEM_CHARS:
+        raise GatewayInputError(f"a {turn.kind} message of {len(turn.text):,} characters is larger than a session "
+                                f"stores in one item ({MAX_ITEM_CHARS:,}); cut it before sending it", 413,
+                                "request_too_large")
     return ItemIn(kind=turn.kind, text=turn.text, tool_call_id=turn.tool_call_id, tool_name=turn.tool_name,
                   tool_calls=[ToolCallIn(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls],
                   item_id=None if chain is None else f"gw-{chain[:40]}")
