@@ -99,6 +99,12 @@ def test_openai_sdk_streaming_reads_text_tool_calls_and_usage(gateway: str, upst
     assert calls == {0: {"id": "call_9", "name": "read_file", "arguments": json.dumps({"path": "a.py"},
                                                                                       sort_keys=True)}}
     assert (usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details.cached_tokens) == (250, 12, 200)
+    assert upstream.of(name)[-1]["stream"] is True  # the upstream's own events, forwarded as they came
+    upstream.script(name, Scripted(text="no usage asked"))
+    chunks = list(openai_client(gateway).chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "again, without usage"}], stream=True))
+    assert chunks and all(chunk.choices for chunk in chunks)  # the usage-only chunk is not forwarded unasked
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "no usage asked"
 
 
 def test_anthropic_sdk_tool_use_and_streaming(gateway: str, upstream: ScriptedUpstream):
@@ -119,6 +125,7 @@ def test_anthropic_sdk_tool_use_and_streaming(gateway: str, upstream: ScriptedUp
                                 tools=ANTHROPIC_TOOLS) as stream:
         final = stream.get_final_message()
     assert final.content[0].text == "It is a README." and final.stop_reason == "end_turn"
+    assert upstream.of(name)[-1]["stream"] is True
     sid = session_of(first)
     items = stored(gateway, sid)
     assert [i["kind"] for i in items] == ["system", "user", "assistant", "tool_result", "assistant"]

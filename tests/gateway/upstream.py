@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from tests.threaded_server import ThreadedServer
 
@@ -38,12 +38,15 @@ class ScriptedUpstream:
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> JSONResponse:
+        async def chat(request: Request) -> Response:
             body = await request.json()
             answer = self._next("openai", body, request)
             if answer.status != 200:
                 return JSONResponse({"error": {"message": "scripted failure", "type": "rate_limit_error",
                                                "code": None}}, status_code=answer.status)
+            if body.get("stream"):
+                return StreamingResponse(self._chat_chunks(body, answer, f"chatcmpl-{next(self._ids)}"),
+                                         media_type="text/event-stream")
             message: dict[str, Any] = {"role": "assistant", "content": answer.text or None}
             if answer.calls:
                 message["tool_calls"] = [{"id": i, "type": "function",
@@ -59,13 +62,16 @@ class ScriptedUpstream:
                           "prompt_tokens_details": {"cached_tokens": cached}}})
 
         @app.post("/v1/messages")
-        async def messages(request: Request) -> JSONResponse:
+        async def messages(request: Request) -> Response:
             body = await request.json()
             answer = self._next("anthropic", body, request)
             if answer.status != 200:
                 return JSONResponse({"type": "error", "error": {"type": "rate_limit_error",
                                                                 "message": "scripted failure"}},
                                     status_code=answer.status)
+            if body.get("stream"):
+                return StreamingResponse(self._message_events(body, answer, f"msg_{next(self._ids)}"),
+                                         media_type="text/event-stream")
             content: list[dict[str, Any]] = [{"type": "text", "text": answer.text}] if answer.text else []
             content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in answer.calls]
             prompt, cached, completion = answer.usage
@@ -88,6 +94,61 @@ class ScriptedUpstream:
             assert found, "the request shows no observation:// address"
             answer = Scripted(calls=[("call_recall", "recall_observation", {"address": found.group(0)})])
         return answer
+
+    @staticmethod
+    def _chat_chunks(body: dict[str, Any], answer: Scripted, answer_id: str):
+        base = {"id": answer_id, "object": "chat.completion.chunk", "created": 1, "model": body["model"]}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            return b"data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta,
+                                                                "finish_reason": finish}]}).encode() + b"\n\n"
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in (answer.text[: len(answer.text) // 2], answer.text[len(answer.text) // 2:]):
+            if piece:
+                yield chunk({"content": piece})
+        for index, (call_id, name, arguments) in enumerate(answer.calls):
+            text = json.dumps(arguments)
+            yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                         "function": {"name": name, "arguments": text[:5]}}]})
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": text[5:]}}]})
+        yield chunk({}, "tool_calls" if answer.calls else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            prompt, cached, completion = answer.usage
+            yield b"data: " + json.dumps({**base, "choices": [], "usage": {
+                "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}}).encode() + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    @staticmethod
+    def _message_events(body: dict[str, Any], answer: Scripted, answer_id: str):
+        def event(name: str, data: dict[str, Any]) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+        prompt, cached, completion = answer.usage
+        yield event("message_start", {"message": {
+            "id": answer_id, "type": "message", "role": "assistant", "model": body["model"], "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": prompt - cached, "output_tokens": 0, "cache_read_input_tokens": cached,
+                      "cache_creation_input_tokens": 0}}})
+        index = 0
+        if answer.text:
+            yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+            for piece in (answer.text[: len(answer.text) // 2], answer.text[len(answer.text) // 2:]):
+                yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": piece}})
+            yield event("content_block_stop", {"index": 0})
+            index = 1
+        for n, (call_id, name, arguments) in enumerate(answer.calls, start=index):
+            text = json.dumps(arguments)
+            yield event("content_block_start", {"index": n, "content_block": {
+                "type": "tool_use", "id": call_id, "name": name, "input": {}}})
+            for piece in (text[:5], text[5:]):
+                yield event("content_block_delta", {"index": n, "delta": {"type": "input_json_delta",
+                                                                          "partial_json": piece}})
+            yield event("content_block_stop", {"index": n})
+        yield event("message_delta", {"delta": {"stop_reason": "tool_use" if answer.calls else "end_turn",
+                                                "stop_sequence": None}, "usage": {"output_tokens": completion}})
+        yield event("message_stop", {})
 
     def script(self, model: str, *answers: Scripted) -> None:
         with self._lock:

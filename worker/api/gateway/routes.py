@@ -82,7 +82,7 @@ async def _serve(request: Request, call: Any, upstream: Any) -> Served:
     be: Backend = request.app.state.backend
     gateway = Gateway(request, be, request.state.tenant)
     return await gateway.serve(call.conversation, call.model, call.tools, upstream,
-                               request.headers.get(SESSION_HEADER), _budget(request))
+                               request.headers.get(SESSION_HEADER), _budget(request), stream=call.stream)
 
 
 def _failure(request: Request, error: Exception) -> Response:
@@ -117,7 +117,9 @@ async def chat_completions(request: Request) -> Response:
         served = await _serve(request, call, OpenAIUpstream(request, call))
     except Exception as error:  # every failure in the protocol's shape
         return _failure(request, error)
-    if call.stream:
+    if served.stream is not None:
+        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served)
+    if call.stream:  # answered whole (recall rounds, or a retry): its chunks
         return _sessioned(StreamingResponse(openai_chat.chunks(served.answer, call.model, call.include_usage),
                                             media_type="text/event-stream"), served)
     return _sessioned(JSONResponse(openai_chat.completion(served.answer, call.model)), served)
@@ -138,6 +140,8 @@ async def messages(request: Request) -> Response:
         served = await _serve(request, call, AnthropicUpstream(request, call))
     except Exception as error:
         return _failure(request, error)
+    if served.stream is not None:
+        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served)
     if call.stream:
         return _sessioned(StreamingResponse(anthropic_messages.events(served.answer, call.model),
                                             media_type="text/event-stream"), served)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -56,12 +57,15 @@ class Upstream(Protocol):
 
     def recall_tool(self) -> dict[str, Any]: ...
 
+    async def open_stream(self, prepared: Any) -> Any: ...  # a StreamedAnswer (upstreams.py)
+
 
 @dataclass
 class Served:
     session_id: str
-    answer: dict[str, Any]  # stored_answer(...): what the agent is answered
+    answer: dict[str, Any]  # stored_answer(...): what the agent is answered ({} while it streams)
     replayed: bool = False  # a retried call answered from what was stored
+    stream: AsyncIterator[bytes] | None = None  # the upstream's own events, forwarded as they come
 
 
 class Gateway:
@@ -76,7 +80,10 @@ class Gateway:
     # --- which session -----------------------------------------------------------------
 
     async def serve(self, conversation: Conversation, model: str, tools: list[dict[str, Any]],
-                    upstream: Upstream, session_header: str | None, budget: int | None) -> Served:
+                    upstream: Upstream, session_header: str | None, budget: int | None,
+                    stream: bool = False) -> Served:
+        """``stream``: forward the upstream's events as they come, unless the gateway may have to
+        answer recall calls first (then the answer is streamed whole once it is final)."""
         chains = conversation.chains()
         table = await self.turns_table()
         sid, stored = await self._session_of(table, chains, session_header)
@@ -95,7 +102,16 @@ class Gateway:
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         prepared = await self._step(sid, conversation.turns[first:], chains)
         await table.mark_stored(sid, list(range(first, len(chains))))
-        return await self._answer(table, sid, chains, prepared, upstream)
+        request = await request_out(self.be, sid, prepared, upstream.format)  # type: ignore[arg-type]
+        offers_recall = PLACEHOLDER in _text_of(request)
+        if stream and not offers_recall:
+            streamed = await upstream.open_stream(request)
+
+            async def store(answer: Answer) -> None:
+                await self._keep_answer(table, sid, chains, [answer], [])
+
+            return Served(session_id=sid, answer={}, stream=streamed.events(until_stored=store))
+        return await self._answer(table, sid, chains, request, upstream, offers_recall)
 
     async def _session_of(self, table: GatewayTurns, chains: list[str],
                           header: str | None) -> tuple[str | None, list[GatewayTurn]]:
@@ -133,10 +149,8 @@ class Gateway:
                                                   update_id=update_id("step", key, digest))
         return result.request
 
-    async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], prepared: Any,
-                      upstream: Upstream) -> Served:
-        request = await request_out(self.be, sid, prepared, upstream.format)  # type: ignore[arg-type]
-        offers_recall = PLACEHOLDER in _text_of(request)
+    async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
+                      offers_recall: bool) -> Served:
         extra = [upstream.recall_tool()] if offers_recall else []
         rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         answers: list[Answer] = []
@@ -151,6 +165,12 @@ class Gateway:
             rounds.append(upstream.round_messages(answer, results))
             if answer.for_agent().tool_calls or len(rounds) >= MAX_RECALL_ROUNDS:
                 break  # the agent's own calls wait for it; or enough rounds: the answer as it is
+        return Served(session_id=sid, answer=await self._keep_answer(table, sid, chains, answers, rounds))
+
+    async def _keep_answer(self, table: GatewayTurns, sid: str, chains: list[str], answers: list[Answer],
+                           rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+        """Put the answer beside the conversation, then store its items; the answer the agent
+        gets (another attempt's, when a concurrent one put its own there first)."""
         answer_row = stored_answer(answers)
         position = len(chains)
         chain = next_chain(chains[-1], answers[-1].for_agent())
@@ -158,7 +178,7 @@ class Gateway:
         ours = row.answer == answer_row
         await self._store_answer(sid, chain, row.answer or answer_row, answers if ours else None, rounds if ours else [])
         await table.mark_stored(sid, [position])
-        return Served(session_id=sid, answer=row.answer or answer_row)
+        return row.answer or answer_row
 
     async def _store_answer(self, sid: str, chain: str, answer: dict[str, Any], answers: list[Answer] | None,
                             rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:

@@ -8,6 +8,7 @@ own retry and overflow handling see what they would have seen without Lanes.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from fastapi import Request
 from worker.api.gateway import anthropic_messages, openai_chat
 from worker.api.gateway.answer import Answer
 from worker.api.gateway.conversation import GatewayInputError
+from worker.api.gateway.streaming import ChatAccumulator, MessagesAccumulator, sse_events
 from worker.settings import Settings
 from workflows.context import anthropic_tools
 from workflows.contract.tools import RECALL_TOOL, tool_specs
@@ -57,6 +59,23 @@ async def _post(request: Request, url: str, body: dict[str, Any], headers: dict[
         raise GatewayInputError("the upstream model answered a body that is not JSON", 502, "api_error") from None
 
 
+async def _open_stream(request: Request, url: str, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+    """The upstream's streamed answer, its status checked before anything is forwarded."""
+    http = upstream_http(request)
+    try:
+        response = await http.send(http.build_request("POST", url, json=body, headers=headers), stream=True)
+    except httpx.TimeoutException:
+        raise GatewayInputError("the upstream model did not answer in time", 504, "timeout_error") from None
+    except httpx.HTTPError as exc:
+        raise GatewayInputError(f"the upstream model is unreachable ({type(exc).__name__})", 502,
+                                "api_error") from None
+    if response.status_code >= 400:
+        content = await response.aread()
+        await response.aclose()
+        raise UpstreamError(response.status_code, content, response.headers.get("content-type", "application/json"))
+    return response
+
+
 class OpenAIUpstream:
     format = "chat"
 
@@ -85,6 +104,21 @@ class OpenAIUpstream:
             return openai_chat.answer_of(raw)
         except ValueError as exc:
             raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
+
+    async def open_stream(self, prepared: Any) -> StreamedAnswer:
+        base, headers = self._endpoint()
+        body = openai_chat.upstream_body(self.call, prepared.messages, [], [])
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}  # for the session's usage; not forwarded unless asked
+        response = await _open_stream(self.request, base + "/chat/completions", body, headers)
+        return StreamedAnswer(response, "chat", forward_usage=self.call.include_usage)
+
+    def _endpoint(self) -> tuple[str, dict[str, str]]:
+        endpoint = self.endpoint(self.request.app.state.settings)
+        if endpoint is None:
+            raise GatewayInputError("this gateway has no OpenAI upstream (LANES_GATEWAY_OPENAI_BASE_URL)", 503,
+                                    "api_error")
+        return endpoint
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
@@ -125,6 +159,19 @@ class AnthropicUpstream:
         except ValueError as exc:
             raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
 
+    async def open_stream(self, prepared: Any) -> StreamedAnswer:
+        endpoint = self.endpoint(self.request.app.state.settings)
+        if endpoint is None:
+            raise GatewayInputError("this gateway has no Anthropic upstream (LANES_GATEWAY_ANTHROPIC_BASE_URL)",
+                                    503, "api_error")
+        base, headers = endpoint
+        passed = {h: v for h in anthropic_messages.PASSED_HEADERS if (v := self.request.headers.get(h))}
+        passed.setdefault("anthropic-version", "2023-06-01")
+        body = anthropic_messages.upstream_body(self.call, prepared.system, prepared.messages, [], [])
+        body["stream"] = True
+        response = await _open_stream(self.request, base + "/v1/messages", body, {**headers, **passed})
+        return StreamedAnswer(response, "anthropic")
+
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
         return (anthropic_messages.assistant_message(answer),
@@ -132,3 +179,43 @@ class AnthropicUpstream:
 
     def recall_tool(self) -> dict[str, Any]:
         return anthropic_tools(tool_specs([RECALL_TOOL]))[0]
+
+
+class StreamedAnswer:
+    """An upstream stream: ``events()`` forwards it; the answer it made is ``answer()`` once the
+    last content event went by. The end of the stream (``[DONE]``, ``message_stop``) is held back
+    by ``events(until_stored=...)`` until the answer is stored, so the agent's next call never
+    arrives before it."""
+
+    def __init__(self, response: httpx.Response, protocol: str, forward_usage: bool = True) -> None:
+        self.response = response
+        self.protocol = protocol
+        self.forward_usage = forward_usage
+        self.chat = ChatAccumulator()
+        self.messages = MessagesAccumulator()
+
+    def answer(self) -> Answer:
+        if self.protocol == "chat":
+            return openai_chat.answer_of(self.chat.completion())
+        return anthropic_messages.answer_of(self.messages.raw())
+
+    async def events(self, until_stored: Callable[[Answer], Awaitable[None]]) -> AsyncIterator[bytes]:
+        ended = False
+        try:
+            async for raw, name, data in sse_events(self.response):
+                final = raw.startswith(b"data: [DONE]") or name == "message_stop"
+                if final and not ended:
+                    ended = True
+                    await until_stored(self.answer())
+                if self.protocol == "chat":
+                    self.chat.feed(data)
+                    if isinstance(data, dict) and not data.get("choices") and data.get("usage") \
+                            and not self.forward_usage:
+                        continue  # the usage chunk the agent did not ask for
+                else:
+                    self.messages.feed(name, data)
+                yield raw
+            if not ended:  # a stream that ended without its end marker: what came is the answer
+                await until_stored(self.answer())
+        finally:
+            await self.response.aclose()

@@ -1,0 +1,241 @@
+"""Recorded agent sessions driven through the gateway, against the same client calling the
+upstream directly.
+
+    .venv/bin/python bench/gateway.py [--files 6] [--budget 16000] [--concurrent 100]
+
+Starts a throwaway local stack (Temporal dev server, PostgreSQL), one in-process worker and
+the API, and a local upstream speaking Chat Completions that answers each call of a recorded
+session with that session's next recorded answer (instantly, so time measured is the
+gateway's own). Each recorded session is played as an unchanged agent would: its whole
+conversation sent on every call (system, task, every answer and every tool output so far),
+through the gateway, or straight to the upstream. Writes ``bench/results/gateway.json``:
+
+- input tokens per upstream request, gateway vs direct (our tokenizer, both sides alike), and
+  their ratio: what the agent's provider bill would be, since input dominates agents' cost;
+- the time a call takes through the gateway against a direct call to the same upstream, p50
+  and p99, per call (the gateway stores the turn, plans, calls, stores the answer);
+- ``--concurrent`` conversations at once (same system prompt, different tasks), each checked
+  for being answered from its own session only (misrouted: an answer or a stored turn that
+  belongs to another conversation).
+
+What it cannot see: a real provider's latency and prompt cache (the upstream answers at once
+and bills nothing), recall rounds (the recorded model never calls recall_observation; they add
+upstream calls), and answers that differ from the recording (the conversation is the
+recording's whatever the bounded request showed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI, Request
+
+from activities.tokens import count_message_tokens
+from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, iter_trajectories
+from worker.api.app import create_app
+from worker.local.stack import Stack
+from worker.settings import Settings
+from worker.worker import build_worker, connect
+
+RESULTS = Path(__file__).resolve().parent / "results" / "gateway.json"
+TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
+COUNT_MODEL = "gpt-4o-mini"  # one tokenizer for both sides
+
+
+class RecordedUpstream:
+    """Answers the n-th call for model ``rec-<i>`` with recording i's n-th turn."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, list[dict[str, Any]]] = {}
+        self.sent_tokens: dict[str, list[int]] = {}
+        self.seen: dict[str, list[str]] = {}  # model -> the task text of each request (misrouting check)
+        self.lock = threading.Lock()
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def complete(request: Request) -> dict:
+            body = await request.json()
+            model = body["model"]
+            tokens = sum(count_message_tokens(m, COUNT_MODEL) for m in body["messages"])
+            with self.lock:
+                self.sent_tokens.setdefault(model, []).append(tokens)
+                self.seen.setdefault(model, []).append(json.dumps(body["messages"])[:20_000])
+                script = self.answers.get(model, [])
+                message = script.pop(0) if script else {"role": "assistant", "content": "done"}
+            return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+                    "usage": {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1}}
+
+        self.app = app
+
+
+def serve(app: Any) -> tuple[uvicorn.Server, int]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(256)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    while not server.started:
+        time.sleep(0.01)
+    return server, sock.getsockname()[1]
+
+
+def answer_of(turn: Any, n: int, tool_calls: bool = True) -> dict[str, Any]:
+    """The recorded answer; a text-protocol recording's (its actions in its text) without calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.assistant_text or None}
+    if turn.tool_calls and tool_calls:
+        message["tool_calls"] = [{"id": c.id or f"call-{n}-{i}", "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                                 for i, c in enumerate(turn.tool_calls)]
+    return message
+
+
+def followers(turn: Any, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the agent sends after an answer: its tool outputs, then any user text."""
+    ids = [c["id"] for c in message.get("tool_calls") or ()]
+    out: list[dict[str, Any]] = []
+    for n, result in enumerate(turn.results):
+        if result.render_role == "tool" and n < len(ids):
+            out.append({"role": "tool", "tool_call_id": ids[n], "content": result.output})
+        else:
+            out.append({"role": "user", "content": result.output})
+    for n in range(len(out), len(ids)):  # a call the recording has no output for
+        out.append({"role": "tool", "tool_call_id": ids[n], "content": "(no output recorded)"})
+    out += [{"role": "user", "content": text} for text in turn.user_after]
+    return out
+
+
+async def play(http: httpx.AsyncClient, url: str, trajectory: Trajectory, model: str, budget: int,
+               conversation_id: str | None = None) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = ([{"role": "system", "content": trajectory.system}] if trajectory.system
+                                      else []) + [{"role": "user", "content": trajectory.task}]
+    full, times, sessions = [], [], set()
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Lanes-Budget-Tokens": str(budget)}
+    if conversation_id:
+        headers["X-Lanes-Conversation"] = conversation_id
+    for turn in trajectory.turns:
+        full.append(sum(count_message_tokens(m, COUNT_MODEL) for m in messages))
+        started = time.perf_counter()
+        response = await http.post(url, json={"model": model, "messages": messages}, headers=headers)
+        times.append((time.perf_counter() - started) * 1000)
+        if response.status_code != 200:
+            return {"error": f"HTTP {response.status_code}: {response.text[:300]}", "calls": len(times)}
+        sessions.add(response.headers.get("x-lanes-session"))
+        message = response.json()["choices"][0]["message"]
+        message = {k: v for k, v in message.items() if v is not None}
+        messages += [message, *followers(turn, message)]
+    return {"full_tokens": full, "ms": times, "sessions": sorted(s for s in sessions if s)}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
+
+
+async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, Any]:
+    upstream = RecordedUpstream()
+    up_server, up_port = serve(upstream.app)
+    settings = Settings(temporal_address=stack.temporal_address, database_url=stack.dsn,
+                        task_queue=f"bench-gw-{uuid.uuid4().hex[:6]}", data_dir=tmp / "data",
+                        gateway_openai_base_url=f"http://127.0.0.1:{up_port}/v1", gateway_openai_api_key="sk-bench")
+    client = await connect(settings)
+    app = create_app(settings, client=client, tokens={TOKEN: TENANT})
+    api, api_port = serve(app)
+    gateway_url = f"http://127.0.0.1:{api_port}/gateway/openai/v1/chat/completions"
+    direct_url = f"http://127.0.0.1:{up_port}/v1/chat/completions"
+    trajectories = [t for t in iter_trajectories([args.root]) if t.turns]
+    trajectories = trajectories[:: max(1, len(trajectories) // args.files)][: args.files]
+    per_file: list[dict[str, Any]] = []
+    gateway_ms: list[float] = []
+    direct_ms: list[float] = []
+    async with build_worker(client, settings), httpx.AsyncClient(timeout=120) as http:
+        for i, trajectory in enumerate(trajectories):
+            for route, url in (("gateway", gateway_url), ("direct", direct_url)):
+                model = f"rec-{i}-{route}"
+                upstream.answers[model] = [answer_of(turn, n, trajectory.tool_protocol == "tool_calls")
+                                           for n, turn in enumerate(trajectory.turns)]
+                played = await play(http, url, trajectory, model, args.budget)
+                if "error" in played:
+                    raise SystemExit(f"{trajectory.id} via {route}: {played['error']}")
+                (gateway_ms if route == "gateway" else direct_ms).extend(played["ms"])
+                if route == "gateway":
+                    sent = upstream.sent_tokens[model]
+                    per_file.append({"id": trajectory.id, "calls": len(sent), "sessions": len(played["sessions"]),
+                                     "gateway_tokens": sum(sent), "direct_tokens": sum(played["full_tokens"]),
+                                     "max_request": max(sent), "over_budget": sum(t > args.budget for t in sent)})
+            print(f"  {trajectory.id}: {per_file[-1]['gateway_tokens'] / per_file[-1]['direct_tokens']:.3f}x",
+                  file=sys.stderr)
+        concurrent = await misrouting(http, gateway_url, upstream, trajectories[0], args.concurrent)
+    api.should_exit = True
+    up_server.should_exit = True
+    gateway_total = sum(f["gateway_tokens"] for f in per_file)
+    direct_total = sum(f["direct_tokens"] for f in per_file)
+    return {
+        "driver": "bench/gateway.py", "args": {k: str(v) for k, v in vars(args).items()},
+        "files": per_file,
+        "input_tokens": {"gateway": gateway_total, "direct": direct_total,
+                         "ratio": round(gateway_total / max(1, direct_total), 4)},
+        "over_budget_requests": sum(f["over_budget"] for f in per_file),
+        "call_ms": {"gateway_p50": pct(gateway_ms, 0.5), "gateway_p99": pct(gateway_ms, 0.99),
+                    "direct_p50": pct(direct_ms, 0.5), "direct_p99": pct(direct_ms, 0.99),
+                    "added_p50": round(pct(gateway_ms, 0.5) - pct(direct_ms, 0.5), 2), "calls": len(gateway_ms)},
+        "concurrent": concurrent,
+    }
+
+
+async def misrouting(http: httpx.AsyncClient, url: str, upstream: RecordedUpstream, trajectory: Trajectory,
+                     count: int) -> dict[str, Any]:
+    """``count`` conversations at once, one recording each with its own task text; an upstream
+    request that shows another conversation's task, or two conversations in one session, is misrouted."""
+    turns = trajectory.turns[:3]
+    plays = []
+    for n in range(count):
+        variant = trajectory.model_copy(update={"task": f"[conversation {n}] {trajectory.task}", "turns": turns})
+        model = f"conc-{n}"
+        upstream.answers[model] = [answer_of(turn, k, trajectory.tool_protocol == "tool_calls")
+                                   for k, turn in enumerate(turns)]
+        plays.append(play(http, url, variant, model, 16_000))
+    started = time.perf_counter()
+    results = await asyncio.gather(*plays)
+    seconds = time.perf_counter() - started
+    errors = [r["error"] for r in results if "error" in r]
+    misrouted = 0
+    for n, result in enumerate(results):
+        mine = f"[conversation {n}]"
+        others = [s for s in upstream.seen.get(f"conc-{n}", []) if mine not in s
+                  or any(f"[conversation {m}]" in s for m in range(count) if m != n)]
+        misrouted += bool(others) or len(result.get("sessions", [])) != 1
+    sessions = {s for r in results for s in r.get("sessions", [])}
+    return {"conversations": count, "calls": count * len(turns), "seconds": round(seconds, 2), "errors": errors[:5],
+            "misrouted": misrouted, "sessions": len(sessions)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", type=int, default=6, help="recorded sessions (spread over the folder)")
+    parser.add_argument("--root", default=str(Path(DEFAULT_TRAJECTORY_ROOT) / "mini-swe-agent-gemini"))
+    parser.add_argument("--budget", type=int, default=16_000)
+    parser.add_argument("--concurrent", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="lanes-gateway-") as tmp, Stack(Path(tmp)) as stack:
+        result = asyncio.run(run(args, stack, Path(tmp)))
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "files"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
