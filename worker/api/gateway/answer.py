@@ -23,6 +23,11 @@ class Usage:
         return Usage(self.prompt + other.prompt, self.cached + other.cached, self.completion + other.completion)
 
 
+def count(value: Any) -> int:
+    """A provider's token count: 0 when it is missing, negative or not an integer."""
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
 @dataclass(frozen=True)
 class Answer:
     """The model's message (``turn``), why it stopped, its usage and the upstream's own JSON."""

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.api.gateway.answer import Answer, Usage
+from worker.api.gateway.answer import Answer, Usage, count
 from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, joined_text
 
 PROTOCOL = "anthropic-messages"
@@ -139,14 +139,10 @@ def answer_of(raw: Any) -> Answer:
         elif block.get("type") == "tool_use":
             calls.append(Call(str(block["id"]), str(block["name"]), json.dumps(block.get("input") or {}, sort_keys=True)))
     usage = raw.get("usage") or {}
-    read, written = _count(usage.get("cache_read_input_tokens")), _count(usage.get("cache_creation_input_tokens"))
+    read, written = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
     return Answer(turn=Turn("assistant", "\n".join(texts), tool_calls=tuple(calls)), stop=raw.get("stop_reason"),
-                  raw=raw, usage=Usage(_count(usage.get("input_tokens")) + read + written, read,
-                                       _count(usage.get("output_tokens"))))
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+                  raw=raw, usage=Usage(count(usage.get("input_tokens")) + read + written, read,
+                                       count(usage.get("output_tokens"))))
 
 
 def assistant_message(answer: Answer) -> dict[str, Any]:

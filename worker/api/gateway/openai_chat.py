@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.api.gateway.answer import Answer, Usage
+from worker.api.gateway.answer import Answer, Usage, count
 from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, joined_text
 
 PROTOCOL = "openai-chat"
@@ -115,12 +115,8 @@ def answer_of(raw: Any) -> Answer:
     details = usage.get("prompt_tokens_details") or {}
     return Answer(turn=Turn("assistant", message.get("content") or "", tool_calls=calls),
                   stop=choice.get("finish_reason"), raw=raw,
-                  usage=Usage(_count(usage.get("prompt_tokens")), _count(details.get("cached_tokens")),
-                              _count(usage.get("completion_tokens"))))
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+                  usage=Usage(count(usage.get("prompt_tokens")), count(details.get("cached_tokens")),
+                              count(usage.get("completion_tokens"))))
 
 
 def assistant_message(turn: Turn) -> dict[str, Any]:

@@ -76,12 +76,53 @@ async def _open_stream(request: Request, url: str, body: dict[str, Any], headers
     return response
 
 
-class OpenAIUpstream:
-    format = "chat"
+class _Upstream:
+    """What both protocols share: the endpoint from the settings, the call, garbage refused."""
 
-    def __init__(self, request: Request, call: openai_chat.ChatCall) -> None:
+    format = ""
+    setting = ""  # the variable that configures this upstream, for the 503 when it is unset
+    path = ""  # the call's path under the base URL
+
+    def __init__(self, request: Request, call: Any) -> None:
         self.request = request
         self.call = call
+
+    @staticmethod
+    def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
+        raise NotImplementedError
+
+    def _where(self) -> tuple[str, dict[str, str]]:
+        """(the call's URL, its headers): the deployment's key and the agent's passed headers."""
+        endpoint = self.endpoint(self.request.app.state.settings)
+        if endpoint is None:
+            raise GatewayInputError(f"this gateway has no {self.format} upstream ({self.setting})", 503, "api_error")
+        base, headers = endpoint
+        return base + self.path, {**headers, **self._passed()}
+
+    def _passed(self) -> dict[str, str]:
+        return {}
+
+    def _answer(self, raw: Any) -> Answer:
+        raise NotImplementedError
+
+    async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
+                       rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer:
+        url, headers = self._where()
+        raw = await _post(self.request, url, self._body(prepared, extra_tools, rounds), headers)
+        try:
+            return self._answer(raw)
+        except ValueError as exc:
+            raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
+
+    def _body(self, prepared: Any, extra_tools: list[dict[str, Any]],
+              rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class OpenAIUpstream(_Upstream):
+    format = "chat"
+    setting = "LANES_GATEWAY_OPENAI_BASE_URL"
+    path = "/chat/completions"
 
     @staticmethod
     def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
@@ -91,34 +132,19 @@ class OpenAIUpstream:
         key = settings.gateway_openai_api_key or settings.openai_api_key
         return base.rstrip("/"), ({"Authorization": f"Bearer {key.get_secret_value()}"} if key else {})
 
-    async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
-                       rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer:
-        endpoint = self.endpoint(self.request.app.state.settings)
-        if endpoint is None:
-            raise GatewayInputError("this gateway has no OpenAI upstream (LANES_GATEWAY_OPENAI_BASE_URL)", 503,
-                                    "api_error")
-        base, headers = endpoint
-        body = openai_chat.upstream_body(self.call, prepared.messages, extra_tools, rounds)
-        raw = await _post(self.request, base + "/chat/completions", body, headers)
-        try:
-            return openai_chat.answer_of(raw)
-        except ValueError as exc:
-            raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
+    def _body(self, prepared: Any, extra_tools: list[dict[str, Any]],
+              rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+        return openai_chat.upstream_body(self.call, prepared.messages, extra_tools, rounds)
+
+    def _answer(self, raw: Any) -> Answer:
+        return openai_chat.answer_of(raw)
 
     async def open_stream(self, prepared: Any) -> StreamedAnswer:
-        base, headers = self._endpoint()
-        body = openai_chat.upstream_body(self.call, prepared.messages, [], [])
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}  # for the session's usage; not forwarded unless asked
-        response = await _open_stream(self.request, base + "/chat/completions", body, headers)
-        return StreamedAnswer(response, "chat", forward_usage=self.call.include_usage)
-
-    def _endpoint(self) -> tuple[str, dict[str, str]]:
-        endpoint = self.endpoint(self.request.app.state.settings)
-        if endpoint is None:
-            raise GatewayInputError("this gateway has no OpenAI upstream (LANES_GATEWAY_OPENAI_BASE_URL)", 503,
-                                    "api_error")
-        return endpoint
+        url, headers = self._where()
+        body = {**self._body(prepared, [], []), "stream": True,
+                "stream_options": {"include_usage": True}}  # for the session's usage; forwarded only if asked
+        return StreamedAnswer(await _open_stream(self.request, url, body, headers), "chat",
+                              forward_usage=self.call.include_usage)
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
@@ -128,12 +154,10 @@ class OpenAIUpstream:
         return tool_specs([RECALL_TOOL])[0]
 
 
-class AnthropicUpstream:
+class AnthropicUpstream(_Upstream):
     format = "anthropic"
-
-    def __init__(self, request: Request, call: anthropic_messages.MessagesCall) -> None:
-        self.request = request
-        self.call = call
+    setting = "LANES_GATEWAY_ANTHROPIC_BASE_URL"
+    path = "/v1/messages"
 
     @staticmethod
     def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
@@ -143,34 +167,23 @@ class AnthropicUpstream:
         return (settings.gateway_anthropic_base_url.rstrip("/"),
                 {"x-api-key": key.get_secret_value()} if key else {})
 
-    async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
-                       rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer:
-        endpoint = self.endpoint(self.request.app.state.settings)
-        if endpoint is None:
-            raise GatewayInputError("this gateway has no Anthropic upstream (LANES_GATEWAY_ANTHROPIC_BASE_URL)",
-                                    503, "api_error")
-        base, headers = endpoint
+    def _passed(self) -> dict[str, str]:
+        """The agent's version and beta headers (the features it asked for), as it sent them."""
         passed = {h: v for h in anthropic_messages.PASSED_HEADERS if (v := self.request.headers.get(h))}
         passed.setdefault("anthropic-version", "2023-06-01")
-        body = anthropic_messages.upstream_body(self.call, prepared.system, prepared.messages, extra_tools, rounds)
-        raw = await _post(self.request, base + "/v1/messages", body, {**headers, **passed})
-        try:
-            return anthropic_messages.answer_of(raw)
-        except ValueError as exc:
-            raise GatewayInputError(f"the upstream model answered garbage: {exc}", 502, "api_error") from None
+        return passed
+
+    def _body(self, prepared: Any, extra_tools: list[dict[str, Any]],
+              rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+        return anthropic_messages.upstream_body(self.call, prepared.system, prepared.messages, extra_tools, rounds)
+
+    def _answer(self, raw: Any) -> Answer:
+        return anthropic_messages.answer_of(raw)
 
     async def open_stream(self, prepared: Any) -> StreamedAnswer:
-        endpoint = self.endpoint(self.request.app.state.settings)
-        if endpoint is None:
-            raise GatewayInputError("this gateway has no Anthropic upstream (LANES_GATEWAY_ANTHROPIC_BASE_URL)",
-                                    503, "api_error")
-        base, headers = endpoint
-        passed = {h: v for h in anthropic_messages.PASSED_HEADERS if (v := self.request.headers.get(h))}
-        passed.setdefault("anthropic-version", "2023-06-01")
-        body = anthropic_messages.upstream_body(self.call, prepared.system, prepared.messages, [], [])
-        body["stream"] = True
-        response = await _open_stream(self.request, base + "/v1/messages", body, {**headers, **passed})
-        return StreamedAnswer(response, "anthropic")
+        url, headers = self._where()
+        body = {**self._body(prepared, [], []), "stream": True}
+        return StreamedAnswer(await _open_stream(self.request, url, body, headers), "anthropic")
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
