@@ -41,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from activities.store import REDACTED, redact_url
@@ -54,6 +54,18 @@ _URL_FIELDS = ("database_url", "openai_base_url")
 def _env(name: str) -> AliasChoices:
     # accept the environment name and the field name (Settings(model="x"))
     return AliasChoices(name, name.lower())
+
+
+class TenantUpstreams(BaseModel):
+    """One tenant's own gateway upstreams (``LANES_GATEWAY_TENANT_UPSTREAMS``): each unset field
+    falls back to the deployment's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    openai_base_url: str | None = None
+    openai_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
+    anthropic_api_key: SecretStr | None = None
 
 
 class Settings(BaseSettings):
@@ -118,12 +130,16 @@ class Settings(BaseSettings):
     # The budget of a session the gateway opens (None: the model's window, as for any session);
     # an agent can set its own with the X-Lanes-Budget-Tokens header on its first call.
     gateway_budget_tokens: int | None = Field(None, ge=256, validation_alias=_env("LANES_GATEWAY_BUDGET_TOKENS"))
+    # Per tenant: JSON (or a JSON file's path) {"tenant": {"openai_base_url": ..., "openai_api_key": ...,
+    # "anthropic_base_url": ..., "anthropic_api_key": ...}}; a tenant's unset fields are the above.
+    gateway_tenant_upstreams: Annotated[dict[str, TenantUpstreams], NoDecode] = Field(
+        default_factory=dict, validation_alias=_env("LANES_GATEWAY_TENANT_UPSTREAMS"))
     # OpenTelemetry span exporters (the standard variable, comma-separated): empty or "none" is
     # no tracing; otherwise worker/tracing.py traces workflows and activities (the `tracing` extra).
     traces_exporter: Annotated[list[str], NoDecode] = Field(default_factory=list,
                                                             validation_alias=_env("OTEL_TRACES_EXPORTER"))
 
-    @field_validator("prices", mode="before")
+    @field_validator("prices", "gateway_tenant_upstreams", mode="before")
     @classmethod
     def _prices(cls, value: Any) -> Any:
         """JSON text, or the path of a JSON file."""

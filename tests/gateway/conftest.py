@@ -14,6 +14,7 @@ from tests.gateway.upstream import ScriptedUpstream
 from worker.settings import Settings
 
 TOKEN = next(iter(TOKENS))  # tenant-a's
+TOKEN_B = list(TOKENS)[1]  # tenant-b's: its own OpenAI key upstream
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +30,8 @@ def gateway(database_url: str, temporal_address: str, stack_dir: Path, upstream:
     settings = Settings(temporal_address=temporal_address, database_url=database_url,
                         task_queue=f"lanes-gateway-{uuid.uuid4().hex[:8]}", data_dir=stack_dir / "gateway-data",
                         gateway_openai_base_url=f"{upstream.root}/v1", gateway_openai_api_key="sk-upstream-secret",
-                        gateway_anthropic_base_url=upstream.root, gateway_anthropic_api_key="ak-upstream-secret")
+                        gateway_anthropic_base_url=upstream.root, gateway_anthropic_api_key="ak-upstream-secret",
+                        gateway_tenant_upstreams={"tenant-b": {"openai_api_key": "sk-tenant-b-own"}})
     server = LanesServer(settings, TOKENS).start()
     yield server.base_url
     server.stop()

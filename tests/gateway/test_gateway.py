@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.conftest import TOKEN
+from tests.gateway.conftest import TOKEN, TOKEN_B
 from tests.gateway.upstream import Scripted, ScriptedUpstream
 
 pytestmark = pytest.mark.timeout(180)
@@ -262,3 +262,12 @@ def test_a_long_conversation_passes_and_an_oversized_message_is_refused(gateway:
     with pytest.raises(openai.APIStatusError) as refused:
         client.chat.completions.create(model=name, messages=[{"role": "user", "content": "y" * 1_200_000}])
     assert refused.value.status_code == 413 and "larger than a session stores" in str(refused.value)
+
+
+def test_a_tenant_with_its_own_upstream_key_is_sent_with_it(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    own = openai.OpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN_B, max_retries=0)
+    own.chat.completions.create(model=name, messages=[{"role": "user", "content": "whose key?"}])
+    openai_client(gateway).chat.completions.create(model=name, messages=[{"role": "user", "content": "and now?"}])
+    keys = [r["headers"]["authorization"] for r in upstream.requests if r["body"].get("model") == name]
+    assert keys == ["Bearer sk-tenant-b-own", "Bearer sk-upstream-secret"]

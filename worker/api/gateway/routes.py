@@ -127,7 +127,7 @@ async def chat_completions(request: Request) -> Response:
 
 @router.get("/openai/v1/models", summary="The upstream's models")
 async def openai_models(request: Request) -> Response:
-    return await _models(request, OpenAIUpstream.endpoint(request.app.state.settings), "/models")
+    return await _models(request, OpenAIUpstream.endpoint(request.app.state.settings, request.state.tenant), "/models")
 
 
 # --- Anthropic Messages ----------------------------------------------------------------------
@@ -167,7 +167,8 @@ async def count_tokens(request: Request) -> Response:
 
 @router.get("/anthropic/v1/models", summary="The upstream's models")
 async def anthropic_models(request: Request) -> Response:
-    return await _models(request, AnthropicUpstream.endpoint(request.app.state.settings), "/v1/models")
+    return await _models(request, AnthropicUpstream.endpoint(request.app.state.settings, request.state.tenant),
+                         "/v1/models")
 
 
 async def _models(request: Request, endpoint: tuple[str, dict[str, str]] | None, path: str) -> Response:

@@ -18,7 +18,7 @@ from worker.api.gateway import anthropic_messages, openai_chat
 from worker.api.gateway.answer import Answer
 from worker.api.gateway.conversation import GatewayInputError
 from worker.api.gateway.streaming import ChatAccumulator, MessagesAccumulator, sse_events
-from worker.settings import Settings
+from worker.settings import Settings, TenantUpstreams
 from workflows.context import anthropic_tools
 from workflows.contract.tools import RECALL_TOOL, tool_specs
 
@@ -88,12 +88,13 @@ class _Upstream:
         self.call = call
 
     @staticmethod
-    def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
+    def endpoint(settings: Settings, tenant: str | None = None) -> tuple[str, dict[str, str]] | None:
         raise NotImplementedError
 
     def _where(self) -> tuple[str, dict[str, str]]:
-        """(the call's URL, its headers): the deployment's key and the agent's passed headers."""
-        endpoint = self.endpoint(self.request.app.state.settings)
+        """(the call's URL, its headers): the tenant's or the deployment's key, and the agent's
+        passed headers."""
+        endpoint = self.endpoint(self.request.app.state.settings, getattr(self.request.state, "tenant", None))
         if endpoint is None:
             raise GatewayInputError(f"this gateway has no {self.format} upstream ({self.setting})", 503, "api_error")
         base, headers = endpoint
@@ -125,11 +126,12 @@ class OpenAIUpstream(_Upstream):
     path = "/chat/completions"
 
     @staticmethod
-    def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
-        base = settings.gateway_openai_base_url or settings.openai_base_url
+    def endpoint(settings: Settings, tenant: str | None = None) -> tuple[str, dict[str, str]] | None:
+        own = settings.gateway_tenant_upstreams.get(tenant or "") or TenantUpstreams()
+        base = own.openai_base_url or settings.gateway_openai_base_url or settings.openai_base_url
         if not base:
             return None
-        key = settings.gateway_openai_api_key or settings.openai_api_key
+        key = own.openai_api_key or settings.gateway_openai_api_key or settings.openai_api_key
         return base.rstrip("/"), ({"Authorization": f"Bearer {key.get_secret_value()}"} if key else {})
 
     def _body(self, prepared: Any, extra_tools: list[dict[str, Any]],
@@ -160,12 +162,13 @@ class AnthropicUpstream(_Upstream):
     path = "/v1/messages"
 
     @staticmethod
-    def endpoint(settings: Settings) -> tuple[str, dict[str, str]] | None:
-        if not settings.gateway_anthropic_base_url:
+    def endpoint(settings: Settings, tenant: str | None = None) -> tuple[str, dict[str, str]] | None:
+        own = settings.gateway_tenant_upstreams.get(tenant or "") or TenantUpstreams()
+        base = own.anthropic_base_url or settings.gateway_anthropic_base_url
+        if not base:
             return None
-        key = settings.gateway_anthropic_api_key
-        return (settings.gateway_anthropic_base_url.rstrip("/"),
-                {"x-api-key": key.get_secret_value()} if key else {})
+        key = own.anthropic_api_key or settings.gateway_anthropic_api_key
+        return base.rstrip("/"), ({"x-api-key": key.get_secret_value()} if key else {})
 
     def _passed(self) -> dict[str, str]:
         """The agent's version and beta headers (the features it asked for), as it sent them."""
