@@ -271,3 +271,30 @@ def test_a_tenant_with_its_own_upstream_key_is_sent_with_it(gateway: str, upstre
     openai_client(gateway).chat.completions.create(model=name, messages=[{"role": "user", "content": "and now?"}])
     keys = [r["headers"]["authorization"] for r in upstream.requests if r["body"].get("model") == name]
     assert keys == ["Bearer sk-tenant-b-own", "Bearer sk-upstream-secret"]
+
+
+def test_the_same_call_at_once_and_after_an_upstream_failure_stores_each_turn_once(gateway: str,
+                                                                                  upstream: ScriptedUpstream):
+    """Five copies of one call at once (an agent's retries racing its first attempt), then a call
+    whose upstream failed, sent again: the turns are stored once, every copy gets the one answer."""
+    name = model()
+    upstream.script(name, *[Scripted(text="the answer")] * 5)
+    client = openai_client(gateway, timeout=120)
+    messages: list[Any] = [{"role": "user", "content": f"at once {uuid.uuid4().hex}"}]
+    with ThreadPoolExecutor(5) as pool:
+        raws = list(pool.map(lambda _: client.chat.completions.with_raw_response.create(model=name, messages=messages),
+                             range(5)))
+    assert {session_of(r) for r in raws} == {session_of(raws[0])}
+    assert {r.parse().choices[0].message.content for r in raws} == {"the answer"}
+    sid = session_of(raws[0])
+    assert [i["kind"] for i in stored(gateway, sid)] == ["user", "assistant"]  # once, whoever answered first
+
+    upstream.scripts[name] = [Scripted(status=503), Scripted(text="after the failure")]
+    messages += [{"role": "assistant", "content": "the answer"}, {"role": "user", "content": "and then?"}]
+    with pytest.raises(openai.InternalServerError):  # the upstream's 503, passed through
+        client.chat.completions.create(model=name, messages=messages)
+    again = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    assert again.parse().choices[0].message.content == "after the failure" and session_of(again) == sid
+    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
+        ("user", messages[0]["content"]), ("assistant", "the answer"), ("user", "and then?"),
+        ("assistant", "after the failure")]

@@ -125,9 +125,11 @@ async def create_session(request: Request, response: Response, tenant: Tenant, b
     return created
 
 
-async def open_session(request: Request, tenant: str, be: Backend, body: SessionCreate) -> SessionCreated:
-    """Create and start a session (the route above, and the gateway's first call of a conversation)."""
-    session_id = new_session_id("ses")
+async def open_session(request: Request, tenant: str, be: Backend, body: SessionCreate,
+                       session_id: str | None = None) -> SessionCreated:
+    """Create and start a session (the route above, and the gateway's first call of a conversation,
+    under an id of its own: 409 ``conflict`` when that id is taken)."""
+    session_id = session_id or new_session_id("ses")
     definitions = agent_definitions(body, catalog_tools(body))
     config = session_config(body, session_id, tenant, request, definitions)
     row_config = config_of_row(body, config)

@@ -13,6 +13,8 @@ What is stored, and when:
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -93,11 +95,17 @@ class Gateway:
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
             if sid is not None and session_header is not None and matched < len(stored):
                 log.info("gateway: %s diverges at turn %d: a new branch", sid, matched)
-            sid, stored, matched = await self._open(conversation, model, tools, budget, table, chains), [], 0
+            at = matched if sid is not None else 0
+            sid, stored, matched = await self._open(conversation, model, tools, budget, table, chains, at), [], 0
+            stored = await table.turns(sid)  # a copy of this call may have opened it first
+            matched = _matched(stored, chains)
         claims = await table.claim(sid, self.tenant, matched, chains[matched:])
         if any(c.chain != chains[c.position] for c in claims):  # another conversation claimed them first
-            sid = await self._open(conversation, model, tools, budget, table, chains)
-            claims = await table.claim(sid, self.tenant, 0, chains)
+            conflict = min(c.position for c in claims if c.chain != chains[c.position])
+            sid = await self._open(conversation, model, tools, budget, table, chains, conflict)
+            stored = await table.turns(sid)
+            matched = _matched(stored, chains)
+            claims = await table.claim(sid, self.tenant, matched, chains[matched:])
         rows = {r.position: r for r in [*stored, *claims]}
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         prepared = await self._step(sid, conversation.turns[first:], chains)
@@ -124,29 +132,62 @@ class Gateway:
         return (None, []) if found is None else (found[0], await table.turns(found[0]))
 
     async def _open(self, conversation: Conversation, model: str, tools: list[dict[str, Any]], budget: int | None,
-                    table: GatewayTurns, chains: list[str]) -> str:
-        """A new external session for the conversation; its system prompt is its first item."""
+                    table: GatewayTurns, chains: list[str], at: int) -> str:
+        """The session of the conversation's turns from ``at`` on (a new conversation: 0; a branch:
+        where it diverges), opened under an id derived from them, so that copies of one call sent
+        at once open one session: the others wait for it to start. Its system prompt is its first
+        item."""
+        sid = "ses-" + hashlib.sha256(f"{self.tenant}|{chains[at]}".encode()).hexdigest()[:12]
         body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
                              budget_tokens=budget or self.be.settings.gateway_budget_tokens,
                              tool_definitions=_definitions(tools), tools="recall", recall="tool")
-        created = await open_session(self.request, self.tenant, self.be, body)
+        try:
+            await open_session(self.request, self.tenant, self.be, body, session_id=sid)
+        except ApiError as error:
+            if error.code != "conflict":
+                raise
+            await self._started(sid)  # opened by a copy of this call: wait until it runs
+            return sid
         if conversation.system:  # stored by the session's start: position 0 is the system prompt
-            await table.claim(created.session_id, self.tenant, 0, chains[:1])
-            await table.mark_stored(created.session_id, [0])
-        return created.session_id
+            await table.claim(sid, self.tenant, 0, chains[:1])
+            await table.mark_stored(sid, [0])
+        return sid
+
+    async def _started(self, sid: str, seconds: float = 30.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            try:
+                await self.be.owned_session(sid, self.tenant)
+                described = await self.be.temporal(sid, "describe the session", lambda h: h.describe(), 5)
+                if described.status is not None and described.status.name == "RUNNING":
+                    return
+            except ApiError:
+                pass
+            if loop.time() > deadline:
+                raise ApiError(503, "not_ready", f"session {sid} is being opened by another call; retry")
+            await asyncio.sleep(0.1)
 
     # --- storing and planning ------------------------------------------------------------
 
     async def _step(self, sid: str, turns: list[Turn], chains: list[str]) -> Any:
-        """Append ``turns`` (keyed by the conversation's digest) and get the bounded request."""
-        items: list[tuple[ItemIn, dict]] = [(_item_in(turn, chains[len(chains) - len(turns) + n]), {})
+        """Append ``turns`` (the conversation's last ones) and get the bounded request. The step is
+        keyed by the turns it appends (a copy of the call appends nothing twice) and each item by
+        its own chain digest (a retry that appends a different batch skips what is stored)."""
+        first = len(chains) - len(turns)
+        items: list[tuple[ItemIn, dict]] = [(_item_in(turn, chains[first + n]), {})
                                             for n, turn in enumerate(turns) if turn.kind != "system"]
-        key = f"gw-{chains[-1][:48]}"
+        if not items:  # everything is stored (a call sent again after its upstream failed): only the request
+            result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
+                                                      StepRequest())
+            return result.request
+        batch = chains[first:]
+        key = f"gw-{hashlib.sha256((batch[0] + batch[-1]).encode()).hexdigest()[:48]}"
         incoming = await external_items(self.be, sid, items, key)
-        digest = json_digest(chains[len(chains) - len(turns):])
+        digest = json_digest(batch)
         request = StepRequest(items=incoming.items, step_id=key, digest=digest)
-        result: StepResult = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
-                                                  update_id=update_id("step", key, digest))
+        result = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
+                                      update_id=update_id("step", key, digest))
         return result.request
 
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
@@ -175,10 +216,26 @@ class Gateway:
         position = len(chains)
         chain = next_chain(chains[-1], answers[-1].for_agent())
         row = await table.put_answer(sid, self.tenant, position, chain, answer_row)
-        ours = row.answer == answer_row
-        await self._store_answer(sid, chain, row.answer or answer_row, answers if ours else None, rounds if ours else [])
+        if row.answer != answer_row:  # a copy of this call put its answer there first: that one is stored
+            await self._stored_by_its_writer(table, sid, row)
+            return row.answer or answer_row
+        await self._store_answer(sid, chain, answer_row, answers, rounds)
         await table.mark_stored(sid, [position])
-        return row.answer or answer_row
+        return answer_row
+
+    async def _stored_by_its_writer(self, table: GatewayTurns, sid: str, row: GatewayTurn,
+                                    seconds: float = 30.0) -> None:
+        """Wait for the call that put ``row`` there to store its items; if it does not (it died),
+        store them from the row (the final message; its recall rounds were its own)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while not row.stored and loop.time() < deadline:
+            await asyncio.sleep(0.1)
+            row = next((r for r in await table.turns(sid) if r.position == row.position), row)
+        if not row.stored:
+            assert row.answer is not None
+            await self._store_answer(sid, row.chain, row.answer, None, [])
+            await table.mark_stored(sid, [row.position])
 
     async def _store_answer(self, sid: str, chain: str, answer: dict[str, Any], answers: list[Answer] | None,
                             rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
@@ -211,9 +268,7 @@ class Gateway:
     async def _replay(self, table: GatewayTurns, sid: str, row: GatewayTurn, chains: list[str]) -> Served:
         """A retried call: the answer it was given, stored again if its items were not."""
         assert row.answer is not None
-        if not row.stored:
-            await self._store_answer(sid, row.chain, row.answer, None, [])
-            await table.mark_stored(sid, [row.position])
+        await self._stored_by_its_writer(table, sid, row)
         return Served(session_id=sid, answer=row.answer, replayed=True)
 
 
