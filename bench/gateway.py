@@ -71,7 +71,7 @@ class RecordedUpstream:
             tokens = sum(count_message_tokens(m, COUNT_MODEL) for m in body["messages"])
             with self.lock:
                 self.sent_tokens.setdefault(model, []).append(tokens)
-                self.seen.setdefault(model, []).append(json.dumps(body["messages"])[:20_000])
+                self.seen.setdefault(model, []).append(json.dumps(body["messages"]))
                 script = self.answers.get(model, [])
                 message = script.pop(0) if script else {"role": "assistant", "content": "done"}
             return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": model,
@@ -213,14 +213,25 @@ async def misrouting(http: httpx.AsyncClient, url: str, upstream: RecordedUpstre
     seconds = time.perf_counter() - started
     errors = [r["error"] for r in results if "error" in r]
     misrouted = 0
+    examples: list[dict[str, Any]] = []
+    owners: dict[str, list[int]] = {}
     for n, result in enumerate(results):
-        mine = f"[conversation {n}]"
-        others = [s for s in upstream.seen.get(f"conc-{n}", []) if mine not in s
-                  or any(f"[conversation {m}]" in s for m in range(count) if m != n)]
-        misrouted += bool(others) or len(result.get("sessions", [])) != 1
+        for sid in result.get("sessions", []):
+            owners.setdefault(sid, []).append(n)
+    for n, result in enumerate(results):
+        mine = f"[conversation {n}] "
+        foreign = [m for m in range(count) if m != n and any(f"[conversation {m}] " in s
+                                                             for s in upstream.seen.get(f"conc-{n}", []))]
+        missing = not all(mine in s for s in upstream.seen.get(f"conc-{n}", []))
+        shared = [m for sid in result.get("sessions", []) for m in owners[sid] if m != n]
+        if foreign or missing or shared or len(result.get("sessions", [])) != 1:
+            misrouted += 1
+            if len(examples) < 5:
+                examples.append({"conversation": n, "sessions": result.get("sessions"), "saw": foreign[:3],
+                                 "own_task_missing": missing, "shares_with": shared[:3]})
     sessions = {s for r in results for s in r.get("sessions", [])}
     return {"conversations": count, "calls": count * len(turns), "seconds": round(seconds, 2), "errors": errors[:5],
-            "misrouted": misrouted, "sessions": len(sessions)}
+            "misrouted": misrouted, "sessions": len(sessions), "examples": examples}
 
 
 def main() -> None:

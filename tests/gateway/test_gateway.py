@@ -195,9 +195,9 @@ def test_concurrent_conversations_are_never_misrouted(gateway: str, upstream: Sc
         assert session_of(second) == session_of(first)
         return n, session_of(first), [m["content"] for m in messages]
 
-    with ThreadPoolExecutor(12) as pool:
-        results = list(pool.map(converse, range(12)))
-    assert len({sid for _, sid, _ in results}) == 12
+    with ThreadPoolExecutor(24) as pool:
+        results = list(pool.map(converse, range(24)))
+    assert len({sid for _, sid, _ in results}) == 24
     for n, sid, sent in results:
         texts = [i["text"] for i in stored(gateway, sid)]
         assert texts[:4] == sent and texts[1] == f"task {n}" and len(texts) == 5

@@ -95,17 +95,15 @@ class Gateway:
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
             if sid is not None and session_header is not None and matched < len(stored):
                 log.info("gateway: %s diverges at turn %d: a new branch", sid, matched)
-            at = matched if sid is not None else 0
-            sid, stored, matched = await self._open(conversation, model, tools, budget, table, chains, at), [], 0
-            stored = await table.turns(sid)  # a copy of this call may have opened it first
-            matched = _matched(stored, chains)
+            sid = await self._open(conversation, model, tools, budget, table, chains)
+            stored, matched = await table.turns(sid), 0
         claims = await table.claim(sid, self.tenant, matched, chains[matched:])
         if any(c.chain != chains[c.position] for c in claims):  # another conversation claimed them first
-            conflict = min(c.position for c in claims if c.chain != chains[c.position])
-            sid = await self._open(conversation, model, tools, budget, table, chains, conflict)
-            stored = await table.turns(sid)
-            matched = _matched(stored, chains)
-            claims = await table.claim(sid, self.tenant, matched, chains[matched:])
+            sid = await self._open(conversation, model, tools, budget, table, chains)
+            stored, matched = await table.turns(sid), 0
+            claims = await table.claim(sid, self.tenant, 0, chains)
+            if any(c.chain != chains[c.position] for c in claims):  # never continue another's conversation
+                raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
         rows = {r.position: r for r in [*stored, *claims]}
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         prepared = await self._step(sid, conversation.turns[first:], chains)
@@ -132,12 +130,12 @@ class Gateway:
         return (None, []) if found is None else (found[0], await table.turns(found[0]))
 
     async def _open(self, conversation: Conversation, model: str, tools: list[dict[str, Any]], budget: int | None,
-                    table: GatewayTurns, chains: list[str], at: int) -> str:
-        """The session of the conversation's turns from ``at`` on (a new conversation: 0; a branch:
-        where it diverges), opened under an id derived from them, so that copies of one call sent
-        at once open one session: the others wait for it to start. Its system prompt is its first
-        item."""
-        sid = "ses-" + hashlib.sha256(f"{self.tenant}|{chains[at]}".encode()).hexdigest()[:12]
+                    table: GatewayTurns, chains: list[str]) -> str:
+        """A new session for the call's conversation, opened under an id derived from the whole
+        of it, so that copies of one call sent at once open one session (the others wait for it
+        to start). Every turn is claimed in one write before anyone can find the session, so no
+        other conversation continues it. Its system prompt is its first item."""
+        sid = "ses-" + hashlib.sha256(f"{self.tenant}|{chains[-1]}".encode()).hexdigest()[:12]
         body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
                              budget_tokens=budget or self.be.settings.gateway_budget_tokens,
                              tool_definitions=_definitions(tools), tools="recall", recall="tool")
@@ -148,8 +146,8 @@ class Gateway:
                 raise
             await self._started(sid)  # opened by a copy of this call: wait until it runs
             return sid
+        await table.claim(sid, self.tenant, 0, chains)
         if conversation.system:  # stored by the session's start: position 0 is the system prompt
-            await table.claim(sid, self.tenant, 0, chains[:1])
             await table.mark_stored(sid, [0])
         return sid
 
