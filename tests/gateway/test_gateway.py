@@ -298,3 +298,26 @@ def test_the_same_call_at_once_and_after_an_upstream_failure_stores_each_turn_on
     assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
         ("user", messages[0]["content"]), ("assistant", "the answer"), ("user", "and then?"),
         ("assistant", "after the failure")]
+
+
+def test_thinking_of_a_tool_using_turn_is_passed_back_upstream(gateway: str, upstream: ScriptedUpstream):
+    """Anthropic wants a tool-using turn's signed thinking sent back with it: the agent sends it,
+    the gateway passes it on with that turn of the bounded request."""
+    name = model()
+    upstream.script(name, Scripted(thinking="I should read the file.", calls=[("toolu_t", "read_file", {"path": "x"})]),
+                    Scripted(text="x holds 42."))
+    client = anthropic.Anthropic(base_url=f"{gateway}/gateway/anthropic", api_key=TOKEN, max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "What is in x?"}]
+    first = client.messages.create(model=name, max_tokens=1024, messages=messages, tools=ANTHROPIC_TOOLS,
+                                   thinking={"type": "enabled", "budget_tokens": 512})
+    assert [b.type for b in first.content] == ["thinking", "tool_use"]
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_t", "content": "42"}]}]
+    second = client.messages.create(model=name, max_tokens=1024, messages=messages, tools=ANTHROPIC_TOOLS,
+                                    thinking={"type": "enabled", "budget_tokens": 512})
+    assert second.content[0].text == "x holds 42."
+    sent = upstream.of(name)[1]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 512}  # the agent's parameters, passed through
+    turn = next(m for m in sent["messages"] if m["role"] == "assistant")
+    assert [b["type"] for b in turn["content"]] == ["thinking", "tool_use"]
+    assert turn["content"][0] == {"type": "thinking", "thinking": "I should read the file.", "signature": "sig-23"}

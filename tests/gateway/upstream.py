@@ -27,6 +27,7 @@ class Scripted:
     usage: tuple[int, int, int] = (100, 0, 10)  # prompt (cached included), cached, completion
     # calls made from the request itself: the first observation:// address it shows, recalled
     recall_first_address: bool = False
+    thinking: str = ""  # Anthropic: a signed thinking block before the text (non-streamed answers)
 
 
 class ScriptedUpstream:
@@ -72,7 +73,9 @@ class ScriptedUpstream:
             if body.get("stream"):
                 return StreamingResponse(self._message_events(body, answer, f"msg_{next(self._ids)}"),
                                          media_type="text/event-stream")
-            content: list[dict[str, Any]] = [{"type": "text", "text": answer.text}] if answer.text else []
+            content: list[dict[str, Any]] = [{"type": "thinking", "thinking": answer.thinking,
+                                              "signature": f"sig-{len(answer.thinking)}"}] if answer.thinking else []
+            content += [{"type": "text", "text": answer.text}] if answer.text else []
             content += [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in answer.calls]
             prompt, cached, completion = answer.usage
             return JSONResponse({

@@ -6,7 +6,7 @@ event stream).
 
 An Anthropic user message that carries tool results is one turn per result, then one turn
 for its text, as a chat conversation would have them. Thinking blocks the agent sends back
-are not stored: the gateway plans the request from what the session stored (documented).
+are not stored; those of a tool-using turn go upstream again with that turn (``thinking``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ class MessagesCall:
     stream: bool
     tools: list[dict[str, Any]]
     params: dict[str, Any] = field(default_factory=dict)
+    # The thinking blocks the agent sent back, by the tool_use ids of their turn: Anthropic wants a
+    # tool-using turn's thinking (signed) passed back with it, so the upstream request gets them
+    # from the agent's own call (they are not stored: the agent always sends them).
+    thinking: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def parse(body: Any) -> MessagesCall:
@@ -50,13 +54,14 @@ def parse(body: Any) -> MessagesCall:
     turns = []
     if (system := _system_text(body.get("system"))) is not None:
         turns.append(Turn("system", system))
-    turns += _turns(messages)
+    thinking: dict[str, list[dict[str, Any]]] = {}
+    turns += _turns(messages, thinking)
     metadata = body.get("metadata")
     metadata = metadata if isinstance(metadata, dict) else {}
     conversation = Conversation(turns, salt=f"{PROTOCOL}|{metadata.get('user_id') or ''}")
     conversation.check()
     return MessagesCall(conversation=conversation, model=model, stream=bool(body.get("stream")), tools=tools,
-                        params={k: v for k, v in body.items() if k not in OWN_FIELDS})
+                        params={k: v for k, v in body.items() if k not in OWN_FIELDS}, thinking=thinking)
 
 
 def _system_text(system: Any) -> str | None:
@@ -65,7 +70,7 @@ def _system_text(system: Any) -> str | None:
     return joined_text(system, "system")
 
 
-def _turns(messages: list[Any]) -> list[Turn]:
+def _turns(messages: list[Any], thinking: dict[str, list[dict[str, Any]]]) -> list[Turn]:
     turns: list[Turn] = []
     names: dict[str, str] = {}
     for n, message in enumerate(messages):
@@ -80,7 +85,7 @@ def _turns(messages: list[Any]) -> list[Turn]:
         if not isinstance(blocks, list):
             raise GatewayInputError(f"{where}.content: must be a string or a list of blocks")
         if message["role"] == "assistant":
-            texts, calls = [], []
+            texts, calls, thoughts = [], [], []
             for i, block in enumerate(blocks):
                 kind = block.get("type") if isinstance(block, dict) else None
                 if kind == "text":
@@ -90,8 +95,12 @@ def _turns(messages: list[Any]) -> list[Turn]:
                                 json.dumps(block.get("input") or {}, sort_keys=True))
                     names[call.id] = call.name
                     calls.append(call)
-                elif kind not in ("thinking", "redacted_thinking"):
+                elif kind in ("thinking", "redacted_thinking"):
+                    thoughts.append(block)
+                else:
                     raise GatewayInputError(f"{where}.content[{i}]: a {kind!r} block cannot pass the gateway")
+            if thoughts and calls:
+                thinking.update({call.id: thoughts for call in calls})
             turns.append(Turn("assistant", "\n".join(texts), tool_calls=tuple(calls)))
             continue
         texts = []
@@ -119,7 +128,7 @@ def upstream_body(call: MessagesCall, system: list[dict[str, Any]] | None, messa
     body = dict(call.params)
     if system:
         body["system"] = system
-    body["messages"] = list(messages)
+    body["messages"] = [_with_thinking(m, call.thinking) for m in messages]
     for assistant, results in rounds:
         body["messages"] += [assistant, {"role": "user", "content": results}]
     tools = call.tools + extra_tools
@@ -127,6 +136,18 @@ def upstream_body(call: MessagesCall, system: list[dict[str, Any]] | None, messa
         body["tools"] = tools
     body["stream"] = False
     return body
+
+
+def _with_thinking(message: dict[str, Any], thinking: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """An assistant message with the thinking the agent sent back for its tool calls, first."""
+    if message.get("role") != "assistant" or not thinking:
+        return message
+    content = message.get("content") or []
+    uses = [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    thoughts = next((thinking[u] for u in uses if u in thinking), None)
+    if not thoughts or any(isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking") for b in content):
+        return message
+    return {**message, "content": [*thoughts, *content]}
 
 
 def answer_of(raw: Any) -> Answer:
