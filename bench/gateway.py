@@ -38,6 +38,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import _results
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request
@@ -49,7 +50,6 @@ from worker.local.stack import Stack
 from worker.settings import Settings
 from worker.worker import build_worker, connect
 
-RESULTS = Path(__file__).resolve().parent / "results" / "gateway.json"
 TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
 COUNT_MODEL = "gpt-4o-mini"  # one tokenizer for both sides
 
@@ -184,7 +184,8 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
     gateway_total = sum(f["gateway_tokens"] for f in per_file)
     direct_total = sum(f["direct_tokens"] for f in per_file)
     return {
-        "driver": "bench/gateway.py", "args": {k: str(v) for k, v in vars(args).items()},
+        "driver": "bench/gateway.py", "args": {k: str(v) for k, v in vars(args).items() if k != "out"},
+        "machine": _results.machine(), "sources": _results.sources_digest(),
         "files": per_file,
         "input_tokens": {"gateway": gateway_total, "direct": direct_total,
                          "ratio": round(gateway_total / max(1, direct_total), 4)},
@@ -240,12 +241,46 @@ def main() -> None:
     parser.add_argument("--root", default=str(Path(DEFAULT_TRAJECTORY_ROOT) / "mini-swe-agent-gemini"))
     parser.add_argument("--budget", type=int, default=16_000)
     parser.add_argument("--concurrent", type=int, default=100)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, help="write the result here only (not the committed results)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lanes-gateway-") as tmp, Stack(Path(tmp)) as stack:
         result = asyncio.run(run(args, stack, Path(tmp)))
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "files"}, indent=1))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    else:
+        _results.write_json("gateway.json", result)
+        _results.update_block("gateway", readme_block(result))
+    print(readme_block(result))
+
+
+def readme_block(result: dict[str, Any]) -> str:
+    tokens, ms, conc = result["input_tokens"], result["call_ms"], result["concurrent"]
+    rows = "\n".join(f"| `{f['id']}` | {f['calls']} | {f['direct_tokens']:,} | {f['gateway_tokens']:,} | "
+                     f"{f['gateway_tokens'] / max(1, f['direct_tokens']):.3f} | {f['max_request']:,} |"
+                     for f in result["files"])
+    return f"""## The gateway: recorded sessions through a base URL (`bench/gateway.py`)
+
+`.venv/bin/python bench/gateway.py --files {result['args']['files']} --budget {result['args']['budget']} \\
+--concurrent {result['args']['concurrent']}`: each recorded session played as an unchanged agent (its
+whole conversation sent on every call) through the gateway at a {int(result['args']['budget']):,}-token
+budget, and the same calls straight to the upstream. Input tokens are counted alike on both sides.
+
+| session | calls | direct input tokens | through the gateway | ratio | largest request |
+|---|---|---|---|---|---|
+{rows}
+
+- **Input tokens: {tokens['ratio']:.3f}x** of calling the upstream directly ({tokens['gateway']:,} vs
+  {tokens['direct']:,}); requests over the budget: {result['over_budget_requests']}.
+- **Call time:** p50 {ms['gateway_p50']} ms through the gateway vs {ms['direct_p50']} ms direct (p99
+  {ms['gateway_p99']} vs {ms['direct_p99']}), so about {ms['added_p50']} ms added per call at p50, over
+  {ms['calls']} calls. The goal was under 15 ms: not met. Each call is two workflow updates (the step
+  that stores the new turns and plans, the append that stores the answer) and seven small
+  PostgreSQL writes and reads; a real model's seconds dwarf it, but it is the gateway's cost.
+- **{conc['conversations']} concurrent conversations** (one system prompt, {conc['calls']} calls, {conc['seconds']} s):
+  {conc['sessions']} sessions, **{conc['misrouted']} misrouted**, errors {len(conc['errors'])}.
+- Cannot see: a real provider's latency and prompt cache (the upstream answers at once), recall
+  rounds (the recorded model never recalls), answers that differ from the recording.
+"""
 
 
 if __name__ == "__main__":
