@@ -25,13 +25,17 @@ def upstream() -> Iterator[ScriptedUpstream]:
 
 
 @pytest.fixture(scope="session")
-def gateway(database_url: str, temporal_address: str, stack_dir: Path, upstream: ScriptedUpstream) -> Iterator[str]:
-    """The API's root URL."""
-    settings = Settings(temporal_address=temporal_address, database_url=database_url,
-                        task_queue=f"lanes-gateway-{uuid.uuid4().hex[:8]}", data_dir=stack_dir / "gateway-data",
-                        gateway_openai_base_url=f"{upstream.root}/v1", gateway_openai_api_key="sk-upstream-secret",
-                        gateway_anthropic_base_url=upstream.root, gateway_anthropic_api_key="ak-upstream-secret",
-                        gateway_tenant_upstreams={"tenant-b": {"openai_api_key": "sk-tenant-b-own"}})
-    server = LanesServer(settings, TOKENS).start()
+def gateway_settings(database_url: str, temporal_address: str, stack_dir: Path, upstream: ScriptedUpstream) -> Settings:
+    return Settings(temporal_address=temporal_address, database_url=database_url,
+                    task_queue=f"lanes-gateway-{uuid.uuid4().hex[:8]}", data_dir=stack_dir / "gateway-data",
+                    gateway_openai_base_url=f"{upstream.root}/v1", gateway_openai_api_key="sk-upstream-secret",
+                    gateway_anthropic_base_url=upstream.root, gateway_anthropic_api_key="ak-upstream-secret",
+                    gateway_tenant_upstreams={"tenant-b": {"openai_api_key": "sk-tenant-b-own"}})
+
+
+@pytest.fixture(scope="session")
+def gateway(gateway_settings: Settings) -> Iterator[str]:
+    """The API's root URL (with an in-process worker on the settings' task queue)."""
+    server = LanesServer(gateway_settings, TOKENS).start()
     yield server.base_url
     server.stop()

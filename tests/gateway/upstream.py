@@ -6,6 +6,7 @@ OpenAI Chat Completions (``POST /v1/chat/completions``) and Anthropic Messages
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
@@ -28,6 +29,7 @@ class Scripted:
     # calls made from the request itself: the first observation:// address it shows, recalled
     recall_first_address: bool = False
     thinking: str = ""  # Anthropic: a signed thinking block before the text (non-streamed answers)
+    hold: threading.Event | None = None  # answered once this is set (the request is recorded first)
 
 
 class ScriptedUpstream:
@@ -42,6 +44,8 @@ class ScriptedUpstream:
         async def chat(request: Request) -> Response:
             body = await request.json()
             answer = self._next("openai", body, request)
+            if answer.hold is not None:
+                await asyncio.to_thread(answer.hold.wait, 60)
             if answer.status != 200:
                 return JSONResponse({"error": {"message": "scripted failure", "type": "rate_limit_error",
                                                "code": None}}, status_code=answer.status)

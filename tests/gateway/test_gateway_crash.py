@@ -1,0 +1,90 @@
+"""The API process killed in the middle of a gateway call (the new turn stored, the upstream
+still answering): the agent's retry of the same call, to a restarted API, continues the same
+session, stores the turn once and the answer once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import httpx
+
+from tests.api.stack import CHECKOUT_PYTHONPATH
+from tests.gateway.conftest import TOKEN
+from tests.gateway.test_gateway import stored
+from tests.gateway.upstream import Scripted, ScriptedUpstream
+from tests.integration.support import REPO
+from worker.local.stack import free_port
+from worker.settings import Settings
+
+
+def start_api(settings: Settings, upstream: ScriptedUpstream, port: int) -> subprocess.Popen:
+    env = {**os.environ, "TEMPORAL_ADDRESS": settings.temporal_address, "DATABASE_URL": settings.database_url or "",
+           "LANES_TASK_QUEUE": settings.task_queue, "LANES_DATA_DIR": str(settings.data_dir),
+           "LANES_API_PORT": str(port), "LANES_API_TOKENS": f"tenant-a:{TOKEN}", "PYTHONPATH": CHECKOUT_PYTHONPATH,
+           "LANES_GATEWAY_OPENAI_BASE_URL": f"{upstream.root}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-crash"}
+    return subprocess.Popen([sys.executable, "-m", "worker.api.main", "--log-level", "warning"], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def ready(base: str, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "the API did not become ready"
+        time.sleep(0.2)
+
+
+def test_a_call_cut_by_an_api_kill_is_stored_once_when_retried(gateway: str, gateway_settings: Settings,
+                                                               upstream: ScriptedUpstream):
+    name = f"crash-{uuid.uuid4().hex[:8]}"
+    held = threading.Event()
+    upstream.script(name, Scripted(text="first, never delivered", hold=held), Scripted(text="the answer"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    body = {"model": name, "messages": [{"role": "system", "content": "You survive crashes."},
+                                        {"role": "user", "content": f"question {uuid.uuid4().hex}"}]}
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    api = start_api(gateway_settings, upstream, port)
+    try:
+        ready(base, api)
+        sending = threading.Thread(target=lambda: _send_ignoring_errors(base, body, headers), daemon=True)
+        sending.start()
+        deadline = time.monotonic() + 60
+        while not upstream.of(name):  # the turn is stored and the upstream is answering: kill the API
+            assert time.monotonic() < deadline, "the call never reached the upstream"
+            time.sleep(0.05)
+        os.killpg(api.pid, signal.SIGKILL)
+        api.wait(10)
+        held.set()
+        sending.join(30)
+        api = start_api(gateway_settings, upstream, port)
+        ready(base, api)
+        retry = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=60)
+        assert retry.status_code == 200, retry.text
+        assert retry.json()["choices"][0]["message"]["content"] == "the answer"
+        items = stored(gateway, retry.headers["x-lanes-session"])
+        assert [(i["kind"], i["text"]) for i in items] == [
+            ("system", "You survive crashes."), ("user", body["messages"][1]["content"]), ("assistant", "the answer")]
+        assert len(upstream.of(name)) == 2  # at least once upstream: the cut call was sent again
+    finally:
+        held.set()
+        if api.poll() is None:
+            os.killpg(api.pid, signal.SIGKILL)
+            api.wait(10)
+
+
+def _send_ignoring_errors(base: str, body: dict, headers: dict) -> None:
+    try:
+        httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=60)
+    except httpx.HTTPError:
+        pass  # the API was killed under it
