@@ -89,6 +89,31 @@ class ScriptedUpstream:
                 "usage": {"input_tokens": prompt - cached, "output_tokens": completion,
                           "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}})
 
+        @app.post("/v1/responses")
+        async def responses(request: Request) -> Response:
+            body = await request.json()
+            answer = self._next("responses", body, request)
+            if answer.status != 200:
+                return JSONResponse({"error": {"message": "scripted failure", "type": "rate_limit_error",
+                                               "code": None}}, status_code=answer.status)
+            number = next(self._ids)
+            output: list[dict[str, Any]] = [{"type": "reasoning", "id": f"rs_{number}", "summary": [],
+                                             "encrypted_content": f"enc-{number}"}] if answer.thinking else []
+            if answer.text:
+                output.append({"type": "message", "id": f"msg_{number}", "role": "assistant", "status": "completed",
+                               "content": [{"type": "output_text", "text": answer.text, "annotations": []}]})
+            output += [{"type": "function_call", "id": f"fc_{number}_{i}", "call_id": call_id, "name": name,
+                        "arguments": json.dumps(arguments), "status": "completed"}
+                       for i, (call_id, name, arguments) in enumerate(answer.calls)]
+            prompt, cached, completion = answer.usage
+            return JSONResponse({
+                "id": f"resp_{number}", "object": "response", "created_at": 1, "status": "completed",
+                "model": body["model"], "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
+                "tools": body.get("tools", []),
+                "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
+                          "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+                          "total_tokens": prompt + completion}})
+
         self.server = ThreadedServer(app)
 
     def _next(self, protocol: str, body: dict[str, Any], request: Request) -> Scripted:

@@ -17,6 +17,7 @@ from workflows.context.errors import EngineError, IncompleteCoverageError
 from workflows.context.formats.anthropic_request import anthropic_tools
 from workflows.context.formats.request_formats import FormattedRequest, RequestFormat, format_request
 from workflows.context.formats.responses_input import FormatError, from_responses_items
+from workflows.context.formats.responses_request import responses_tools
 from workflows.context.ids import (
     INLINE_TEXT_LIMIT,
     MAIN_LANE,
@@ -60,7 +61,8 @@ from workflows.context.usage import (
 )
 
 __all__ = [
-    "ApplyResult", "anthropic_tools", "CallUsage", "CompactionPlan", "ContextReport", "ENTRY_CHARS", "EngineConfig",
+    "ApplyResult", "anthropic_tools", "responses_tools", "CallUsage", "CompactionPlan", "ContextReport",
+    "ENTRY_CHARS", "EngineConfig",
     "EngineError", "Entries", "FALLBACK_PROFILE", "FormatError", "FormattedRequest", "GENERATED_KINDS",
     "GeneratedRole", "INLINE_TEXT_LIMIT", "IncompleteCoverageError", "Item", "ItemContent", "ItemReport",
     "Kind", "MAIN_LANE", "MAX_SUBMIT_CHARS", "MAX_WORKFLOW_TOOL_ARGUMENTS", "MemoryDoc", "ModelPrice",

@@ -45,6 +45,9 @@ class Turn:
     tool_calls: tuple[Call, ...] = ()
     tool_call_id: str | None = None
     tool_name: str | None = None
+    # Verbatim provider items the turn is stored with (Responses: the assistant turn's own items,
+    # reasoning included); content, not identity: left out of the chain and of equality.
+    extras: dict[str, Any] | None = field(default=None, compare=False)
 
     def canonical(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "text": self.text}

@@ -1,8 +1,8 @@
 """The gateway's endpoints: an unchanged agent sets its base URL to one of them and its API key
 to a Lanes token.
 
-- OpenAI Chat Completions: base URL ``<api>/gateway/openai/v1`` (``POST /chat/completions``,
-  ``GET /models``);
+- OpenAI Chat Completions and Responses: base URL ``<api>/gateway/openai/v1``
+  (``POST /chat/completions``, ``POST /responses``, ``GET /models``);
 - Anthropic Messages: base URL ``<api>/gateway/anthropic`` (``POST /v1/messages``,
   ``POST /v1/messages/count_tokens``, ``GET /v1/models``).
 
@@ -23,10 +23,16 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from worker.api.backend import Backend
 from worker.api.errors import ApiError
-from worker.api.gateway import anthropic_messages, openai_chat
+from worker.api.gateway import anthropic_messages, openai_chat, openai_responses
 from worker.api.gateway.conversation import GatewayInputError
 from worker.api.gateway.service import Gateway, Served
-from worker.api.gateway.upstreams import AnthropicUpstream, OpenAIUpstream, UpstreamError, upstream_http
+from worker.api.gateway.upstreams import (
+    AnthropicUpstream,
+    OpenAIUpstream,
+    ResponsesUpstream,
+    UpstreamError,
+    upstream_http,
+)
 
 log = logging.getLogger("lanes.gateway")
 
@@ -123,6 +129,19 @@ async def chat_completions(request: Request) -> Response:
         return _sessioned(StreamingResponse(openai_chat.chunks(served.answer, call.model, call.include_usage),
                                             media_type="text/event-stream"), served)
     return _sessioned(JSONResponse(openai_chat.completion(served.answer, call.model)), served)
+
+
+@router.post("/openai/v1/responses", summary="OpenAI Responses, through Lanes")
+async def responses(request: Request) -> Response:
+    try:
+        call = openai_responses.parse(await _body(request))
+        served = await _serve(request, call, ResponsesUpstream(request, call))
+    except Exception as error:
+        return _failure(request, error)
+    if call.stream:
+        return _sessioned(StreamingResponse(openai_responses.events(served.answer, call.model),
+                                            media_type="text/event-stream"), served)
+    return _sessioned(JSONResponse(openai_responses.response(served.answer, call.model)), served)
 
 
 @router.get("/openai/v1/models", summary="The upstream's models")

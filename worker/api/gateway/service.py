@@ -49,7 +49,8 @@ PLACEHOLDER = "observation://"
 class Upstream(Protocol):
     """One protocol's side of a call (openai_chat, anthropic_messages, through routes.py)."""
 
-    format: str  # the request format the session renders (chat / anthropic)
+    format: str  # the request format the session renders (chat / anthropic / responses)
+    streams: bool  # it can forward the upstream's own stream (else the answer is streamed whole)
 
     async def complete(self, prepared: Any, extra_tools: list[dict[str, Any]],
                        rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> Answer: ...
@@ -110,7 +111,7 @@ class Gateway:
         await table.mark_stored(sid, list(range(first, len(chains))))
         request = await request_out(self.be, sid, prepared, upstream.format)  # type: ignore[arg-type]
         offers_recall = PLACEHOLDER in _text_of(request)
-        if stream and not offers_recall:
+        if stream and not offers_recall and upstream.streams:
             streamed = await upstream.open_stream(request)
 
             async def store(answer: Answer) -> None:
@@ -173,8 +174,8 @@ class Gateway:
         keyed by the turns it appends (a copy of the call appends nothing twice) and each item by
         its own chain digest (a retry that appends a different batch skips what is stored)."""
         first = len(chains) - len(turns)
-        items: list[tuple[ItemIn, dict]] = [(_item_in(turn, chains[first + n]), {})
-                                            for n, turn in enumerate(turns) if turn.kind != "system"]
+        items: list[tuple[ItemIn, dict]] = [(_item_in(turn, chains[first + n]), turn.extras or {})
+                                            for n, turn in enumerate(turns) if turn.kind != "system" or n + first]
         if not items:  # everything is stored (a call sent again after its upstream failed): only the request
             result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
                                                       StepRequest())
@@ -239,26 +240,26 @@ class Gateway:
                             rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
         """The answer's items: each recall round (the model's call and the gateway's results,
         visible in the inspector) and the final message, with the calls' usage."""
-        items: list[ItemIn] = []
+        items: list[tuple[ItemIn, dict]] = []
         if answers is not None:
             for n, made in enumerate(answers):
-                items.append(_item_in(made.turn, None))
+                items.append((_item_in(made.turn, None), made.turn.extras or {}))
                 if n < len(rounds):
                     for call in made.turn.tool_calls:
                         if call.name == RECALL_TOOL:
                             text = _result_text(rounds[n][1], call.id)
-                            items.append(ItemIn(kind="tool_result", text=text, tool_call_id=call.id,
-                                                tool_name=RECALL_TOOL))
+                            items.append((ItemIn(kind="tool_result", text=text, tool_call_id=call.id,
+                                                 tool_name=RECALL_TOOL), {}))
         else:  # the answer another attempt stored (its recall rounds, if any, were its own)
-            items.append(_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
-                Call(*c) for c in answer["tool_calls"])), None))
+            items.append((_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
+                Call(*c) for c in answer["tool_calls"])), None), {}))
         key = f"gw-answer-{chain[:48]}"
-        incoming = await external_items(self.be, sid, [(i, {}) for i in items], key)
+        incoming = await external_items(self.be, sid, items, key)
         prompt, cached, completion = answer["usage"]
         model = str((answer.get("raw") or {}).get("model") or "")
         usage = ReportedUsage(prompt=prompt, cached=cached, completion=completion, model=None,
                               price=price_for(self.be.settings.prices, model) if model else None)
-        digest = json_digest([i.model_dump(mode="json") for i in items])
+        digest = json_digest([i.model_dump(mode="json") for i, _ in items])
         request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage)
         await self.be.update(sid, "store the answer", SessionWorkflow.append_items, request,
                              update_id=update_id("append", key, digest))
@@ -290,13 +291,15 @@ def _item_in(turn: Turn, chain: str | None) -> ItemIn:
 
 def _result_text(results: list[dict[str, Any]], call_id: str) -> str:
     for result in results:
-        if result.get("tool_call_id") == call_id or result.get("tool_use_id") == call_id:
+        if call_id in (result.get("tool_call_id"), result.get("tool_use_id"), result.get("call_id")):
+            if "output" in result:
+                return str(result["output"])
             return str(result.get("content", ""))
     return ""
 
 
 def _text_of(request: Any) -> str:
-    return json.dumps([request.messages, request.system])
+    return json.dumps([request.messages, request.system, request.input, request.instructions])
 
 
 def _definitions(tools: list[dict[str, Any]]) -> list[FunctionToolIn] | None:

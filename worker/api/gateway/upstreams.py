@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 from fastapi import Request
 
-from worker.api.gateway import anthropic_messages, openai_chat
+from worker.api.gateway import anthropic_messages, openai_chat, openai_responses
 from worker.api.gateway.answer import Answer
 from worker.api.gateway.conversation import GatewayInputError
 from worker.api.gateway.streaming import ChatAccumulator, MessagesAccumulator, sse_events
 from worker.settings import Settings, TenantUpstreams
-from workflows.context import anthropic_tools
+from workflows.context import anthropic_tools, responses_tools
 from workflows.contract.tools import RECALL_TOOL, tool_specs
 
 
@@ -80,6 +80,7 @@ class _Upstream:
     """What both protocols share: the endpoint from the settings, the call, garbage refused."""
 
     format = ""
+    streams = True  # forwards the upstream's own stream
     setting = ""  # the variable that configures this upstream, for the 503 when it is unset
     path = ""  # the call's path under the base URL
 
@@ -195,6 +196,32 @@ class AnthropicUpstream(_Upstream):
 
     def recall_tool(self) -> dict[str, Any]:
         return anthropic_tools(tool_specs([RECALL_TOOL]))[0]
+
+
+class ResponsesUpstream(OpenAIUpstream):
+    """The Responses API at the OpenAI upstream's base URL. Answered whole (then streamed as
+    events when asked): the Responses event stream is not forwarded yet."""
+
+    format = "responses"
+    streams = False
+    path = "/responses"
+
+    def _body(self, prepared: Any, extra_tools: list[dict[str, Any]],
+              rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+        return openai_responses.upstream_body(self.call, prepared.instructions, prepared.input, extra_tools, rounds)
+
+    def _answer(self, raw: Any) -> Answer:
+        return openai_responses.answer_of(raw)
+
+    async def open_stream(self, prepared: Any) -> StreamedAnswer:
+        raise NotImplementedError("the Responses stream is answered whole")
+
+    def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
+                                                                                     list[dict[str, Any]]]:
+        return openai_responses.round_messages(answer, results)
+
+    def recall_tool(self) -> dict[str, Any]:
+        return responses_tools(tool_specs([RECALL_TOOL]))[0]
 
 
 class StreamedAnswer:
