@@ -321,3 +321,25 @@ def test_thinking_of_a_tool_using_turn_is_passed_back_upstream(gateway: str, ups
     turn = next(m for m in sent["messages"] if m["role"] == "assistant")
     assert [b["type"] for b in turn["content"]] == ["thinking", "tool_use"]
     assert turn["content"][0] == {"type": "thinking", "thinking": "I should read the file.", "signature": "sig-23"}
+
+
+def test_a_closed_session_is_continued_in_a_new_one_and_a_model_switch_keeps_the_session(
+        gateway: str, upstream: ScriptedUpstream):
+    name, other = model(), model()
+    client = openai_client(gateway)
+    messages: list[Any] = [{"role": "user", "content": f"closing {uuid.uuid4().hex}"}]
+    first = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    messages += [{"role": "assistant", "content": first.parse().choices[0].message.content},
+                 {"role": "user", "content": "now with another model"}]
+    switched = client.chat.completions.with_raw_response.create(model=other, messages=messages)
+    assert session_of(switched) == session_of(first)  # documented: a model switch continues the session
+    assert upstream.of(other)  # and the call goes upstream with the model the agent named
+    closed = httpx.post(f"{gateway}/v1/sessions/{session_of(first)}/cancel", json={"action": "terminate"},
+                        headers={"Authorization": f"Bearer {TOKEN}"})
+    assert closed.status_code == 200, closed.text
+    messages += [{"role": "assistant", "content": switched.parse().choices[0].message.content},
+                 {"role": "user", "content": "after the session ended"}]
+    later = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    assert later.status_code == 200 and session_of(later) != session_of(first)
+    assert [i["text"] for i in stored(gateway, session_of(later))] == [
+        m["content"] for m in messages] + [later.parse().choices[0].message.content]

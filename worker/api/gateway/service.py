@@ -41,6 +41,7 @@ from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.gateway")
 
+ENDED = ("session_ended", "session_closed")  # a session that takes no more calls
 MAX_RECALL_ROUNDS = 4  # upstream calls one agent call may take for the gateway's own recall calls
 RECALL_MAX_CHARS = 16_000  # what one recall answer may hold
 PLACEHOLDER = "observation://"
@@ -107,7 +108,16 @@ class Gateway:
                 raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
         rows = {r.position: r for r in [*stored, *claims]}
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
-        prepared = await self._step(sid, conversation.turns[first:], chains)
+        try:
+            prepared = await self._step(sid, conversation.turns[first:], chains)
+        except ApiError as error:
+            if error.code not in ENDED:
+                raise
+            # the session ended (closed or terminated): the conversation goes on in a new one
+            log.info("gateway: %s has ended (%s): the conversation continues in a new session", sid, error.code)
+            sid = await self._open(conversation, model, tools, budget, table, chains)
+            first = 1 if conversation.system else 0
+            prepared = await self._step(sid, conversation.turns[first:], chains)
         await table.mark_stored(sid, list(range(first, len(chains))))
         request = await request_out(self.be, sid, prepared, upstream.format)  # type: ignore[arg-type]
         offers_recall = PLACEHOLDER in _text_of(request)
