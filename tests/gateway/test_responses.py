@@ -9,11 +9,13 @@ from typing import Any
 
 import httpx
 import openai
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 
 from tests.gateway.conftest import TOKEN
 from tests.gateway.test_gateway import stored
 from tests.gateway.upstream import Scripted, ScriptedUpstream
+
+set_tracing_disabled(True)  # the SDK would export traces to OpenAI's servers
 
 TOOLS: list[Any] = [{"type": "function", "name": "read_file", "description": "Read a file.", "strict": False,
                      "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}]
