@@ -343,3 +343,20 @@ def test_a_closed_session_is_continued_in_a_new_one_and_a_model_switch_keeps_the
     assert later.status_code == 200 and session_of(later) != session_of(first)
     assert [i["text"] for i in stored(gateway, session_of(later))] == [
         m["content"] for m in messages] + [later.parse().choices[0].message.content]
+
+
+def test_a_conversation_that_cannot_fit_answers_as_the_provider_would(gateway: str, upstream: ScriptedUpstream):
+    """A system prompt alone over the budget: the provider's "context length exceeded", so the
+    agent's own overflow handling runs (and nothing is sent upstream)."""
+    name = model()
+    prompt = "Follow every rule. " * 400  # ~2,000 tokens
+    with pytest.raises(openai.BadRequestError) as refused:
+        openai_client(gateway).chat.completions.create(
+            model=name, messages=[{"role": "system", "content": prompt}, {"role": "user", "content": "hi"}],
+            extra_headers={"X-Lanes-Budget-Tokens": "300"})
+    assert refused.value.code == "context_length_exceeded"
+    assert upstream.of(name) == []
+    with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+        anthropic.Anthropic(base_url=f"{gateway}/gateway/anthropic", api_key=TOKEN, max_retries=0).messages.create(
+            model=name, max_tokens=64, system=prompt, messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Lanes-Budget-Tokens": "300"})
