@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -113,35 +114,36 @@ def _sessioned(response: Response, served: Served) -> Response:
     return response
 
 
+async def _answer(request: Request, parse: Callable[[Any], Any], upstream: Callable[[Request, Any], Any],
+                  whole: Callable[[dict[str, Any], str], dict[str, Any]],
+                  events: Callable[[dict[str, Any], Any], Iterator[bytes]]) -> Response:
+    """One call of a protocol: read it, serve it, answer in its shape (the upstream's own stream,
+    or the answer's events, or the answer whole); any failure as the protocol's error."""
+    try:
+        call = parse(await _body(request))
+        served = await _serve(request, call, upstream(request, call))
+    except Exception as error:  # every failure in the protocol's shape
+        return _failure(request, error)
+    if served.stream is not None:
+        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served)
+    if call.stream:  # answered whole (recall rounds, a retry, a Responses stream): its events
+        return _sessioned(StreamingResponse(events(served.answer, call), media_type="text/event-stream"), served)
+    return _sessioned(JSONResponse(whole(served.answer, call.model)), served)
+
+
 # --- OpenAI Chat Completions ------------------------------------------------------------------
 
 
 @router.post("/openai/v1/chat/completions", summary="OpenAI Chat Completions, through Lanes")
 async def chat_completions(request: Request) -> Response:
-    try:
-        call = openai_chat.parse(await _body(request))
-        served = await _serve(request, call, OpenAIUpstream(request, call))
-    except Exception as error:  # every failure in the protocol's shape
-        return _failure(request, error)
-    if served.stream is not None:
-        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served)
-    if call.stream:  # answered whole (recall rounds, or a retry): its chunks
-        return _sessioned(StreamingResponse(openai_chat.chunks(served.answer, call.model, call.include_usage),
-                                            media_type="text/event-stream"), served)
-    return _sessioned(JSONResponse(openai_chat.completion(served.answer, call.model)), served)
+    return await _answer(request, openai_chat.parse, OpenAIUpstream, openai_chat.completion,
+                         lambda answer, call: openai_chat.chunks(answer, call.model, call.include_usage))
 
 
 @router.post("/openai/v1/responses", summary="OpenAI Responses, through Lanes")
 async def responses(request: Request) -> Response:
-    try:
-        call = openai_responses.parse(await _body(request))
-        served = await _serve(request, call, ResponsesUpstream(request, call))
-    except Exception as error:
-        return _failure(request, error)
-    if call.stream:
-        return _sessioned(StreamingResponse(openai_responses.events(served.answer, call.model),
-                                            media_type="text/event-stream"), served)
-    return _sessioned(JSONResponse(openai_responses.response(served.answer, call.model)), served)
+    return await _answer(request, openai_responses.parse, ResponsesUpstream, openai_responses.response,
+                         lambda answer, call: openai_responses.events(answer, call.model))
 
 
 @router.get("/openai/v1/models", summary="The upstream's models")
@@ -154,17 +156,8 @@ async def openai_models(request: Request) -> Response:
 
 @router.post("/anthropic/v1/messages", summary="Anthropic Messages, through Lanes")
 async def messages(request: Request) -> Response:
-    try:
-        call = anthropic_messages.parse(await _body(request))
-        served = await _serve(request, call, AnthropicUpstream(request, call))
-    except Exception as error:
-        return _failure(request, error)
-    if served.stream is not None:
-        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served)
-    if call.stream:
-        return _sessioned(StreamingResponse(anthropic_messages.events(served.answer, call.model),
-                                            media_type="text/event-stream"), served)
-    return _sessioned(JSONResponse(anthropic_messages.message(served.answer, call.model)), served)
+    return await _answer(request, anthropic_messages.parse, AnthropicUpstream, anthropic_messages.message,
+                         lambda answer, call: anthropic_messages.events(answer, call.model))
 
 
 @router.post("/anthropic/v1/messages/count_tokens", summary="An estimate of a Messages request's input tokens")
