@@ -42,6 +42,7 @@ def test_responses_function_call_loop_and_stream(gateway: str, upstream: Scripte
     with client.responses.stream(model=name, instructions="You read files.", input=given, tools=TOOLS) as stream:
         final = stream.get_final_response()
     assert final.output_text == "a.txt says hi."
+    assert upstream.of(name)[1]["stream"] is True  # the upstream's own events, forwarded as they came
     sent = upstream.of(name)[1]
     assert sent["instructions"] == "You read files."
     kinds = [i.get("type") for i in sent["input"]]
@@ -77,3 +78,17 @@ async def test_the_agents_sdk_runs_through_the_gateway_with_only_a_base_url(gate
     held = [stored(gateway, s["session_id"]) for s in sessions if s["config"].get("model") == name]
     assert len(held) == 1 and [i["kind"] for i in held[0]] == ["system", "user", "assistant", "tool_result",
                                                                "assistant"]
+
+
+async def test_the_agents_sdk_streamed_run_through_the_gateway(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(calls=[("call_s", "read_file", {"path": "s.txt"})]), Scripted(text="Streamed: 42."))
+    client = openai.AsyncOpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0)
+    agent = Agent(name="reader", instructions="You read files.", tools=[read_file],
+                  model=OpenAIResponsesModel(model=name, openai_client=client))
+    run = Runner.run_streamed(agent, "What is in s.txt?")
+    kinds = [event.type async for event in run.stream_events()]
+    assert run.final_output == "Streamed: 42." and "raw_response_event" in kinds
+    sent = upstream.of(name)
+    assert [body["stream"] for body in sent] == [True, True]
+    assert sent[1]["input"][0]["content"][0]["text"] == "What is in s.txt?"  # the task, in every call

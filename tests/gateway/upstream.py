@@ -106,13 +106,15 @@ class ScriptedUpstream:
                         "arguments": json.dumps(arguments), "status": "completed"}
                        for i, (call_id, name, arguments) in enumerate(answer.calls)]
             prompt, cached, completion = answer.usage
-            return JSONResponse({
-                "id": f"resp_{number}", "object": "response", "created_at": 1, "status": "completed",
-                "model": body["model"], "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
-                "tools": body.get("tools", []),
-                "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
-                          "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
-                          "total_tokens": prompt + completion}})
+            whole = {"id": f"resp_{number}", "object": "response", "created_at": 1, "status": "completed",
+                     "model": body["model"], "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
+                     "tools": body.get("tools", []),
+                     "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
+                               "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+                               "total_tokens": prompt + completion}}
+            if body.get("stream"):
+                return StreamingResponse(self._response_events(whole), media_type="text/event-stream")
+            return JSONResponse(whole)
 
         self.server = ThreadedServer(app)
 
@@ -181,6 +183,27 @@ class ScriptedUpstream:
         yield event("message_delta", {"delta": {"stop_reason": "tool_use" if answer.calls else "end_turn",
                                                 "stop_sequence": None}, "usage": {"output_tokens": completion}})
         yield event("message_stop", {})
+
+    @staticmethod
+    def _response_events(whole: dict[str, Any]):
+        """A Responses stream: created, each output item added and done (text as one delta), completed."""
+        numbers = itertools.count()
+
+        def event(name: str, data: dict[str, Any]) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, 'sequence_number': next(numbers), **data})}\n\n".encode()
+
+        yield event("response.created", {"response": {**whole, "status": "in_progress", "output": []}})
+        for index, item in enumerate(whole["output"]):
+            yield event("response.output_item.added", {"output_index": index, "item": item})
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                where = {"item_id": item["id"], "output_index": index, "content_index": 0}
+                yield event("response.content_part.added", {**where, "part": {**item["content"][0], "text": ""}})
+                yield event("response.output_text.delta", {**where, "delta": text, "logprobs": []})
+                yield event("response.output_text.done", {**where, "text": text, "logprobs": []})
+                yield event("response.content_part.done", {**where, "part": item["content"][0]})
+            yield event("response.output_item.done", {"output_index": index, "item": item})
+        yield event("response.completed", {"response": whole})
 
     def script(self, model: str, *answers: Scripted) -> None:
         with self._lock:

@@ -2,8 +2,8 @@
 as a conversation (``workflows.context.from_responses_items``: a run of reasoning, assistant
 messages and function calls is one assistant turn, kept verbatim so it goes back upstream as it
 came), the bounded request sent upstream as Responses input, the answer returned as the
-response the official ``openai`` SDK parses (or its events, when streamed: the answer is
-complete before its events are sent).
+response the official ``openai`` SDK parses (or, streamed, the upstream's own events; an
+answer that needs recall rounds, or a retry, as the events of the whole answer).
 
 ``previous_response_id`` is refused: the gateway keeps the conversation itself, so the agent
 sends its whole input (the Agents SDK's default).

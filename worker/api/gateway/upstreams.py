@@ -199,11 +199,9 @@ class AnthropicUpstream(_Upstream):
 
 
 class ResponsesUpstream(OpenAIUpstream):
-    """The Responses API at the OpenAI upstream's base URL. Answered whole (then streamed as
-    events when asked): the Responses event stream is not forwarded yet."""
+    """The Responses API at the OpenAI upstream's base URL."""
 
     format = "responses"
-    streams = False
     path = "/responses"
 
     def _body(self, prepared: Any, extra_tools: list[dict[str, Any]],
@@ -214,7 +212,9 @@ class ResponsesUpstream(OpenAIUpstream):
         return openai_responses.answer_of(raw)
 
     async def open_stream(self, prepared: Any) -> StreamedAnswer:
-        raise NotImplementedError("the Responses stream is answered whole")
+        url, headers = self._where()
+        body = {**self._body(prepared, [], []), "stream": True}
+        return StreamedAnswer(await _open_stream(self.request, url, body, headers), "responses")
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
@@ -226,7 +226,8 @@ class ResponsesUpstream(OpenAIUpstream):
 
 class StreamedAnswer:
     """An upstream stream: ``events()`` forwards it; the answer it made is ``answer()`` once the
-    last content event went by. The end of the stream (``[DONE]``, ``message_stop``) is held back
+    last content event went by. The end of the stream (``[DONE]``, ``message_stop``,
+    ``response.completed``) is held back
     by ``events(until_stored=...)`` until the answer is stored, so the agent's next call never
     arrives before it."""
 
@@ -236,17 +237,23 @@ class StreamedAnswer:
         self.forward_usage = forward_usage
         self.chat = ChatAccumulator()
         self.messages = MessagesAccumulator()
+        self.completed: dict[str, Any] = {}
 
     def answer(self) -> Answer:
         if self.protocol == "chat":
             return openai_chat.answer_of(self.chat.completion())
+        if self.protocol == "responses":  # response.completed carries the whole response
+            return openai_responses.answer_of(self.completed)
         return anthropic_messages.answer_of(self.messages.raw())
 
     async def events(self, until_stored: Callable[[Answer], Awaitable[None]]) -> AsyncIterator[bytes]:
         ended = False
         try:
             async for raw, name, data in sse_events(self.response):
-                final = raw.startswith(b"data: [DONE]") or name == "message_stop"
+                kind = data.get("type") if isinstance(data, dict) else name
+                if kind == "response.completed" and isinstance(data, dict):
+                    self.completed = data.get("response") or {}
+                final = raw.startswith(b"data: [DONE]") or kind in ("message_stop", "response.completed")
                 if final and not ended:
                     ended = True
                     await until_stored(self.answer())
