@@ -91,4 +91,5 @@ async def test_the_agents_sdk_streamed_run_through_the_gateway(gateway: str, ups
     assert run.final_output == "Streamed: 42." and "raw_response_event" in kinds
     sent = upstream.of(name)
     assert [body["stream"] for body in sent] == [True, True]
+    assert all("stream_options" not in body for body in sent)  # Chat's include_usage is no Responses field
     assert sent[1]["input"][0]["content"][0]["text"] == "What is in s.txt?"  # the task, in every call

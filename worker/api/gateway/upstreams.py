@@ -120,6 +120,18 @@ class _Upstream:
               rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def _stream_body(self, prepared: Any) -> dict[str, Any]:
+        return {**self._body(prepared, [], []), "stream": True}
+
+    def _forwards_usage(self) -> bool:
+        return True
+
+    async def open_stream(self, prepared: Any) -> StreamedAnswer:
+        """The upstream's stream of the answer (no recall offered: nothing to answer in between)."""
+        url, headers = self._where()
+        response = await _open_stream(self.request, url, self._stream_body(prepared), headers)
+        return StreamedAnswer(response, self.format, forward_usage=self._forwards_usage())
+
 
 class OpenAIUpstream(_Upstream):
     format = "chat"
@@ -142,12 +154,12 @@ class OpenAIUpstream(_Upstream):
     def _answer(self, raw: Any) -> Answer:
         return openai_chat.answer_of(raw)
 
-    async def open_stream(self, prepared: Any) -> StreamedAnswer:
-        url, headers = self._where()
-        body = {**self._body(prepared, [], []), "stream": True,
-                "stream_options": {"include_usage": True}}  # for the session's usage; forwarded only if asked
-        return StreamedAnswer(await _open_stream(self.request, url, body, headers), "chat",
-                              forward_usage=self.call.include_usage)
+    def _stream_body(self, prepared: Any) -> dict[str, Any]:
+        # usage in the last chunk, for the session's usage; forwarded only if the agent asked for it
+        return {**super()._stream_body(prepared), "stream_options": {"include_usage": True}}
+
+    def _forwards_usage(self) -> bool:
+        return bool(getattr(self.call, "include_usage", True))
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
@@ -184,11 +196,6 @@ class AnthropicUpstream(_Upstream):
     def _answer(self, raw: Any) -> Answer:
         return anthropic_messages.answer_of(raw)
 
-    async def open_stream(self, prepared: Any) -> StreamedAnswer:
-        url, headers = self._where()
-        body = {**self._body(prepared, [], []), "stream": True}
-        return StreamedAnswer(await _open_stream(self.request, url, body, headers), "anthropic")
-
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
         return (anthropic_messages.assistant_message(answer),
@@ -211,10 +218,11 @@ class ResponsesUpstream(OpenAIUpstream):
     def _answer(self, raw: Any) -> Answer:
         return openai_responses.answer_of(raw)
 
-    async def open_stream(self, prepared: Any) -> StreamedAnswer:
-        url, headers = self._where()
-        body = {**self._body(prepared, [], []), "stream": True}
-        return StreamedAnswer(await _open_stream(self.request, url, body, headers), "responses")
+    def _stream_body(self, prepared: Any) -> dict[str, Any]:
+        return _Upstream._stream_body(self, prepared)  # its usage comes in response.completed
+
+    def _forwards_usage(self) -> bool:
+        return True
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
