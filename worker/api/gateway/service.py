@@ -95,8 +95,8 @@ class Gateway:
         if sid is not None and matched == len(chains) and len(stored) > matched and stored[matched].answer:
             return await self._replay(table, sid, stored[matched], chains)
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
-            if sid is not None and session_header is not None and matched < len(stored):
-                log.info("gateway: %s diverges at turn %d: a new branch", sid, matched)
+            if sid is not None:
+                log.info("gateway: the conversation diverges from %s at turn %d: a new branch", sid, matched)
             sid = await self._open(conversation, model, tools, budget, table, chains)
             stored, matched = await table.turns(sid), 0
         claims = await table.claim(sid, self.tenant, matched, chains[matched:])
