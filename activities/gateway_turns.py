@@ -47,6 +47,12 @@ class GatewayTurns:
             session_id), session_id)
         return [_turn(r) for r in rows]
 
+    async def at(self, session_id: str, position: int) -> GatewayTurn | None:
+        row = await self.store.run(lambda c: c.fetchrow(
+            "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 AND position = $2",
+            session_id, position), session_id)
+        return None if row is None else _turn(row)
+
     async def claim(self, session_id: str, tenant: str, first: int, chains: list[str]) -> list[GatewayTurn]:
         """Claim positions ``first``... for ``chains``; returns what those positions hold now
         (another call's claim where one was there first)."""

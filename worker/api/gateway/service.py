@@ -36,7 +36,7 @@ from worker.api.routes import open_session
 from workflows.context import price_for
 from workflows.contract.external_calls import json_digest
 from workflows.contract.session import AppendItemsRequest, ReportedUsage, StepRequest, StepResult
-from workflows.contract.tools import RECALL_TOOL, tool_specs
+from workflows.contract.tools import RECALL_TOOL
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.gateway")
@@ -93,7 +93,7 @@ class Gateway:
         sid, stored = await self._session_of(table, chains, session_header)
         matched = _matched(stored, chains)
         if sid is not None and matched == len(chains) and len(stored) > matched and stored[matched].answer:
-            return await self._replay(table, sid, stored[matched], chains)
+            return await self._replay(table, sid, stored[matched])
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
             if sid is not None:
                 log.info("gateway: the conversation diverges from %s at turn %d: a new branch", sid, matched)
@@ -125,7 +125,7 @@ class Gateway:
             streamed = await upstream.open_stream(request)
 
             async def store(answer: Answer) -> None:
-                await self._keep_answer(table, sid, chains, [answer], [])
+                await self._keep_answer(table, sid, chains, [answer], {})
 
             return Served(session_id=sid, answer={}, stream=streamed.events(until_stored=store))
         return await self._answer(table, sid, chains, request, upstream, offers_recall)
@@ -202,8 +202,9 @@ class Gateway:
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
                       offers_recall: bool) -> Served:
         extra = [upstream.recall_tool()] if offers_recall else []
-        rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+        rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # as the upstream is sent them
         answers: list[Answer] = []
+        recalled: dict[str, str] = {}  # recall call id -> what the gateway answered it
         store = await self.be.store()
         while True:
             answer = await upstream.complete(request, extra, rounds)
@@ -212,13 +213,14 @@ class Gateway:
             if not recalls:
                 break
             results = [(c.id, (await recall(store, sid, c.arguments, RECALL_MAX_CHARS))[0].text) for c in recalls]
+            recalled.update(results)
             rounds.append(upstream.round_messages(answer, results))
             if answer.for_agent().tool_calls or len(rounds) >= MAX_RECALL_ROUNDS:
                 break  # the agent's own calls wait for it; or enough rounds: the answer as it is
-        return Served(session_id=sid, answer=await self._keep_answer(table, sid, chains, answers, rounds))
+        return Served(session_id=sid, answer=await self._keep_answer(table, sid, chains, answers, recalled))
 
     async def _keep_answer(self, table: GatewayTurns, sid: str, chains: list[str], answers: list[Answer],
-                           rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> dict[str, Any]:
+                           recalled: dict[str, str]) -> dict[str, Any]:
         """Put the answer beside the conversation, then store its items; the answer the agent
         gets (another attempt's, when a concurrent one put its own there first)."""
         answer_row = stored_answer(answers)
@@ -228,7 +230,7 @@ class Gateway:
         if row.answer != answer_row:  # a copy of this call put its answer there first: that one is stored
             await self._stored_by_its_writer(table, sid, row)
             return row.answer or answer_row
-        await self._store_answer(sid, chain, answer_row, answers, rounds)
+        await self._store_answer(sid, chain, answer_row, answers, recalled)
         await table.mark_stored(sid, [position])
         return answer_row
 
@@ -240,26 +242,23 @@ class Gateway:
         deadline = loop.time() + seconds
         while not row.stored and loop.time() < deadline:
             await asyncio.sleep(0.1)
-            row = next((r for r in await table.turns(sid) if r.position == row.position), row)
+            row = await table.at(sid, row.position) or row
         if not row.stored:
             assert row.answer is not None
-            await self._store_answer(sid, row.chain, row.answer, None, [])
+            await self._store_answer(sid, row.chain, row.answer, None, {})
             await table.mark_stored(sid, [row.position])
 
     async def _store_answer(self, sid: str, chain: str, answer: dict[str, Any], answers: list[Answer] | None,
-                            rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> None:
+                            recalled: dict[str, str]) -> None:
         """The answer's items: each recall round (the model's call and the gateway's results,
         visible in the inspector) and the final message, with the calls' usage."""
         items: list[tuple[ItemIn, dict]] = []
         if answers is not None:
-            for n, made in enumerate(answers):
+            for made in answers:
                 items.append((_item_in(made.turn, None), made.turn.extras or {}))
-                if n < len(rounds):
-                    for call in made.turn.tool_calls:
-                        if call.name == RECALL_TOOL:
-                            text = _result_text(rounds[n][1], call.id)
-                            items.append((ItemIn(kind="tool_result", text=text, tool_call_id=call.id,
-                                                 tool_name=RECALL_TOOL), {}))
+                items += [(ItemIn(kind="tool_result", text=recalled[call.id], tool_call_id=call.id,
+                                  tool_name=RECALL_TOOL), {})
+                          for call in made.turn.tool_calls if call.id in recalled]
         else:  # the answer another attempt stored (its recall rounds, if any, were its own)
             items.append((_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
                 Call(*c) for c in answer["tool_calls"])), None), {}))
@@ -274,7 +273,7 @@ class Gateway:
         await self.be.update(sid, "store the answer", SessionWorkflow.append_items, request,
                              update_id=update_id("append", key, digest))
 
-    async def _replay(self, table: GatewayTurns, sid: str, row: GatewayTurn, chains: list[str]) -> Served:
+    async def _replay(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> Served:
         """A retried call: the answer it was given, stored again if its items were not."""
         assert row.answer is not None
         await self._stored_by_its_writer(table, sid, row)
@@ -299,15 +298,6 @@ def _item_in(turn: Turn, chain: str | None) -> ItemIn:
                   item_id=None if chain is None else f"gw-{chain[:40]}")
 
 
-def _result_text(results: list[dict[str, Any]], call_id: str) -> str:
-    for result in results:
-        if call_id in (result.get("tool_call_id"), result.get("tool_use_id"), result.get("call_id")):
-            if "output" in result:
-                return str(result["output"])
-            return str(result.get("content", ""))
-    return ""
-
-
 def _text_of(request: Any) -> str:
     return json.dumps([request.messages, request.system, request.input, request.instructions])
 
@@ -325,10 +315,3 @@ def _definitions(tools: list[dict[str, Any]]) -> list[FunctionToolIn] | None:
             return None
     return out or None
 
-
-def recall_spec() -> dict[str, Any]:
-    return tool_specs([RECALL_TOOL])[0]
-
-
-def reject(error: GatewayInputError) -> ApiError:
-    return ApiError(error.status, error.kind, str(error))

@@ -159,7 +159,7 @@ class OpenAIUpstream(_Upstream):
         return {**super()._stream_body(prepared), "stream_options": {"include_usage": True}}
 
     def _forwards_usage(self) -> bool:
-        return bool(getattr(self.call, "include_usage", True))
+        return bool(self.call.include_usage)
 
     def round_messages(self, answer: Answer, results: list[tuple[str, str]]) -> tuple[dict[str, Any],
                                                                                      list[dict[str, Any]]]:
