@@ -64,6 +64,8 @@ def test_openai_sdk_tool_loop_is_one_session_stored_exactly(gateway: str, upstre
     assert second.parse().choices[0].message.content == "setup.py installs the package."
     sid = session_of(first)
     assert session_of(second) == sid
+    session = httpx.get(f"{gateway}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert session["config"]["tool_definitions"] == 1
     items = stored(gateway, sid)
     assert [(i["kind"], i["text"]) for i in items] == [
         ("system", "You are a careful agent."), ("user", "What does setup.py do?"), ("assistant", ""),

@@ -48,6 +48,9 @@ def test_responses_function_call_loop_and_stream(gateway: str, upstream: Scripte
     kinds = [i.get("type") for i in sent["input"]]
     assert kinds[-3:] == ["reasoning", "function_call", "function_call_output"]  # reasoning passed back verbatim
     assert sent["input"][-3]["encrypted_content"] == first.output[0].model_dump()["encrypted_content"]
+    session = httpx.get(f"{gateway}/v1/sessions/{raw.headers['x-lanes-session']}",
+                        headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert session["config"]["tool_definitions"] == 1  # the agent's flat function tool, measured in the budget
     items = stored(gateway, raw.headers["x-lanes-session"])
     assert [(i["kind"], i["text"]) for i in items] == [
         ("system", "You read files."), ("user", "What does a.txt say?"), ("assistant", ""),

@@ -303,11 +303,14 @@ def _text_of(request: Any) -> str:
 
 
 def _definitions(tools: list[dict[str, Any]]) -> list[FunctionToolIn] | None:
-    """The agent's tools as the session measures them (Chat function form); None when they do not fit it."""
+    """The agent's tools as the session measures them (Chat function form); None when they do not fit it.
+    Chat tools nest their function; Responses function tools are flat; Anthropic tools name their
+    schema ``input_schema``."""
     out = []
     for tool in tools:
-        fn = tool.get("function") if tool.get("type") == "function" else {
-            "name": tool.get("name"), "description": tool.get("description"), "parameters": tool.get("input_schema")}
+        fn = tool.get("function") if isinstance(tool.get("function"), dict) else {
+            "name": tool.get("name"), "description": tool.get("description"),
+            "parameters": tool.get("parameters", tool.get("input_schema"))}
         try:
             out.append(FunctionToolIn.model_validate({"type": "function", "function": {
                 k: v for k, v in (fn or {}).items() if k in ("name", "description", "parameters") and v is not None}}))
