@@ -40,16 +40,6 @@ class PlanBaseMissing(LookupError):
     """The delta names a base plan that was never stored (a workflow bug, not retryable)."""
 
 
-async def resolve_plan(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
-    """The full plan of ``delta.version``; stored so the next delta can build on it.
-
-    Idempotent: a retried activity rebuilds the same plan and the second write is a no-op.
-    """
-    entries = await plan_entries(store, session_id, lane, delta)
-    await store_plan(store, session_id, lane, delta.version, entries)
-    return entries
-
-
 async def plan_entries(store: Store, session_id: str, lane: str, delta: PlanDelta) -> PlanEntries:
     """The full plan of ``delta.version`` (not stored yet: ``store_plan``)."""
     if delta.base_version is None:
