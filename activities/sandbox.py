@@ -42,7 +42,11 @@ ID_WHEN_ROOT = 64999
 # namespaces, so one session's fork bomb exhausts only its own count. Two sessions share a
 # uid (and so a process limit) only when their names hash alike: about 1 in 16 million.
 SESSION_UIDS = range(1 << 20, (1 << 20) + (1 << 24))
-QUOTA_POLL_SECONDS = 0.25  # how often a running command's workspace is measured
+# A running command's workspace is measured at least every QUOTA_POLL_SECONDS, and sooner the
+# faster it grows: at its measured growth the next measurement comes when at most a quarter of
+# the room left can have been written (but never more often than QUOTA_POLL_MIN_SECONDS).
+QUOTA_POLL_SECONDS = 0.25
+QUOTA_POLL_MIN_SECONDS = 0.005
 MAX_MEASURED = 200_000  # entries a workspace measurement walks at most
 PROBE_RETRY_SECONDS = 30.0  # a failed availability probe is tried again after this
 # One execve argument is at most MAX_ARG_STRLEN (32 pages) bytes, or bash -c fails (E2BIG).
@@ -338,17 +342,33 @@ def _usage(workspace: Path) -> int:
 
 async def _watch_quota(proc: asyncio.subprocess.Process, workspace: Path, limit: int, over: asyncio.Event) -> None:
     """Kill the sandbox once the workspace takes more than ``limit`` bytes on disk. What it
-    writes between two measurements still lands (RLIMIT_FSIZE bounds each file)."""
+    writes between two measurements still lands (RLIMIT_FSIZE bounds each file), so the next
+    measurement is scheduled by the growth rate: a fast writer is measured often."""
+    loop = asyncio.get_running_loop()
+    used, at = 0, loop.time()
+    wait = QUOTA_POLL_MIN_SECONDS  # the rate is unknown until two measurements
     while proc.returncode is None:
-        await asyncio.sleep(QUOTA_POLL_SECONDS)
+        await asyncio.sleep(wait)
         try:
-            used = await asyncio.to_thread(_usage, workspace)
+            now_used = await asyncio.to_thread(_usage, workspace)
         except OSError:
             continue  # a directory removed mid-walk: measured again next time
-        if used > limit:
+        if now_used > limit:
             over.set()
             _kill(proc)
             return
+        now = loop.time()
+        wait = next_quota_poll(limit - now_used, (now_used - used) / max(now - at, 1e-6), wait)
+        used, at = now_used, now
+
+
+def next_quota_poll(room: int, growth_per_second: float, last_wait: float) -> float:
+    """Seconds until the next measurement: a quarter of the time the room left lasts at the
+    measured growth, between QUOTA_POLL_MIN_SECONDS and QUOTA_POLL_SECONDS; a workspace not
+    growing is measured half as often each time, up to the slowest rate."""
+    if growth_per_second <= 0:
+        return min(QUOTA_POLL_SECONDS, last_wait * 2)
+    return max(QUOTA_POLL_MIN_SECONDS, min(QUOTA_POLL_SECONDS, room / growth_per_second / 4))
 
 
 async def run_unconfined(workspace: Path, command: str, policy: SandboxPolicy = SandboxPolicy()) -> SandboxResult:

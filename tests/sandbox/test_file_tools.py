@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.sandbox import sandbox_problem
+from activities.sandbox import QUOTA_POLL_MIN_SECONDS, QUOTA_POLL_SECONDS, next_quota_poll, sandbox_problem
 from activities.workspace import Workspace
 
 NEEDS_SANDBOX = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no tool sandbox here: {sandbox_problem()}")
@@ -187,6 +187,17 @@ async def test_write_file_past_the_workspace_quota_is_refused(host: Path):
     assert (await call(workspace, "write_file", path="a.txt", content="c" * 150_000))[1] == 0
 
 
+def test_a_fast_growing_workspace_is_measured_sooner():
+    slow = next_quota_poll(room=30 << 20, growth_per_second=1 << 20, last_wait=QUOTA_POLL_SECONDS)
+    fast = next_quota_poll(room=30 << 20, growth_per_second=1 << 30, last_wait=QUOTA_POLL_SECONDS)
+    assert slow == QUOTA_POLL_SECONDS  # 30 s of room at 1 MiB/s: the slowest rate
+    assert fast < 0.01  # at 1 GiB/s a quarter of the room is written in about 7 ms
+    assert next_quota_poll(room=1, growth_per_second=1e12, last_wait=0.1) == QUOTA_POLL_MIN_SECONDS
+    # a workspace that stopped growing is measured less and less often
+    assert next_quota_poll(room=1 << 20, growth_per_second=0, last_wait=0.01) == 0.02
+    assert next_quota_poll(room=1 << 20, growth_per_second=-5, last_wait=0.2) == QUOTA_POLL_SECONDS
+
+
 @NEEDS_SANDBOX
 async def test_a_command_filling_the_disk_is_stopped_at_the_quota(host: Path):
     quota = 32 << 20
@@ -195,7 +206,8 @@ async def test_a_command_filling_the_disk_is_stopped_at_the_quota(host: Path):
                             command="n=0; while true; do head -c 1048576 /dev/zero > f$n; n=$((n+1)); done")
     assert code != 0 and "passed its limit" in text, text[-300:]
     used = sum(p.stat().st_blocks * 512 for p in (host / "ws").iterdir())
-    assert quota < used < quota + (64 << 20), used  # stopped within a poll's worth of writing
+    # stopped while the overshoot is a fraction of the room the fast writer had when last measured
+    assert quota < used < quota + (64 << 20), used
     text, code = await call(workspace, "bash", command="rm -f f*; echo freed")  # cleaning up still runs
     assert code == 0 and "freed" in text
 
