@@ -48,11 +48,9 @@ class Layout(NamedTuple):
 
 
 def lay_out(ids: Sequence[str], projections: Sequence[Projection], facts: dict[str, Fact],
-            fact_of: Callable[[str], Fact], calls_of: Callable[[str], list[ToolCall]]) -> Layout:
-    """The ``Layout`` of the entries ``zip(ids, projections)``. ``facts`` holds the items'
-    ``Fact`` known so far, ``fact_of(item_id)`` makes (and keeps) one not yet known;
-    ``calls_of(item_id)`` gives an assistant item's calls."""
-    known = facts.get
+            calls_of: Callable[[str], list[ToolCall]]) -> Layout:
+    """The ``Layout`` of the entries ``zip(ids, projections)``. ``facts`` holds every item's
+    ``Fact``; ``calls_of(item_id)`` gives an assistant item's calls."""
     order: list[int] = []
     placements: list[Placement] = []
     waiting: list[int] = []  # entries met while calls await their results
@@ -66,7 +64,7 @@ def lay_out(ids: Sequence[str], projections: Sequence[Projection], facts: dict[s
         if projection == omitted or index == skip:
             continue
         item_id = ids[index]
-        role, call, _ = known(item_id) or fact_of(item_id)
+        role, call, _ = facts[item_id]
         if role == "tool":
             if call in pending:
                 order.append(index)
@@ -97,15 +95,14 @@ def lay_out(ids: Sequence[str], projections: Sequence[Projection], facts: dict[s
         if index:
             segment_starts.append(index)
         if call is not None and index + 1 < end and projections[index + 1] != omitted:
-            follower = ids[index + 1]
-            answer = known(follower) or fact_of(follower)
+            answer = facts[ids[index + 1]]
             if answer[0] == "tool" and answer[1] == call:  # the usual exchange: one call, answered next
                 order.extend((index, index + 1))
                 placements.extend((ALL_CALLS, PAIRED))
                 skip = index + 1
                 continue
         tool_calls = calls_of(item_id)
-        answered = _answered_calls(index, tool_calls, ids, projections, fact_of) if tool_calls else None
+        answered = _answered_calls(index, tool_calls, ids, projections, facts) if tool_calls else None
         placement: Placement
         if not answered:
             placement = ()
@@ -123,7 +120,7 @@ def lay_out(ids: Sequence[str], projections: Sequence[Projection], facts: dict[s
 
 
 def _answered_calls(index: int, calls: list[ToolCall], ids: Sequence[str], projections: Sequence[Projection],
-                    fact_of: Callable[[str], Fact]) -> set[str]:
+                    facts: dict[str, Fact]) -> set[str]:
     """The ids of the ``calls`` of the assistant entry at ``index`` that a shown tool entry
     answers before the next shown assistant entry (the first answer of each). The scan stops
     as soon as every call is answered: usually at the next entry."""
@@ -133,7 +130,7 @@ def _answered_calls(index: int, calls: list[ToolCall], ids: Sequence[str], proje
     position = index + 1
     while waiting and position < end:
         if projections[position] != omitted:
-            role, call_id, _ = fact_of(ids[position])
+            role, call_id, _ = facts[ids[position]]
             if role == "assistant":
                 break
             if role == "tool" and call_id in waiting:

@@ -123,56 +123,58 @@ def render_entries(
     message is remembered is not read again.
     """
     use_memo = memo is not None
-    if memo is None:
-        memo = {}  # written to, never read: without a memo every message is rendered anew
-    with_reference = facts is not None
-    known = {} if facts is None else facts
+    memory: MessageMemo = {} if memo is None else memo
+    known: Facts
+    if facts is None:
+        known = {item_id: _facts(items[item_id], contents[item_id], False) for item_id in ids}
+    else:  # kept facts also hold their reference message
+        known = facts
+        for item_id in [item_id for item_id in ids if item_id not in facts]:
+            facts[item_id] = _facts(items[item_id], contents[item_id], True)
 
-    def fact_of(item_id: str) -> Fact:
-        fact = known.get(item_id)
-        if fact is None:
-            fact = known[item_id] = _facts(items[item_id], contents[item_id], with_reference)
-        return fact
-
-    layout = lay_out(ids, projections, known, fact_of, lambda item_id: contents[item_id].tool_calls)
+    layout = lay_out(ids, projections, known, lambda item_id: contents[item_id].tool_calls)
     messages: list[dict] = []
     sources: list[int] = []
     starts = layout.segment_starts
     offsets = [0]
     next_start = starts[1] if len(starts) > 1 else -1
-    remembered = memo.get
+    remembered = memory.get
+    message: dict | None
     for index, placement in zip(layout.order, layout.placements, strict=True):
         if index == next_start:  # an assistant entry, where a segment starts
             offsets.append(len(messages))
             next_start = starts[len(offsets)] if len(offsets) < len(starts) else -1
         item_id, projection = ids[index], projections[index]
-        if projection is _REFERENCE and placement is PAIRED:
-            reference = known[item_id][2]
-            if reference is not None:  # the usual tool message after a compaction, made once
-                messages.append(reference)
-                sources.append(index)
-                continue
-        last = remembered(item_id) if use_memo else None
-        if last is not None and last[0] is projection and last[1] == placement:  # members are singletons
+        fact = known[item_id]
+        paired = placement is PAIRED and fact[0] == "tool"
+        if paired and projection is _REFERENCE and fact[2] is not None:
+            message = fact[2]  # the usual tool message after a compaction, made once
+        elif use_memo and (last := remembered(item_id)) is not None and (
+                last[0] is projection and last[1] == placement):  # members are singletons
             message = last[2]
         else:
-            message = _message(items[item_id], contents[item_id], projection, placement, known[item_id],
-                               preview_chars, recall)
-            memo[item_id] = (projection, placement, message)
+            if paired:  # the usual tool message, written out (projection_text's reference case first)
+                item, content = items[item_id], contents[item_id]
+                text = _output_reference(item, content, observation_address(item.observation_id)) if (
+                    projection is _REFERENCE and item.observation_id) else projection_text(
+                    item, content, projection, preview_chars, recall)
+                message = {"role": "tool", "tool_call_id": fact[1], "content": text}
+            else:
+                message = _message(items[item_id], contents[item_id], projection, placement, preview_chars, recall)
+            if use_memo:
+                memory[item_id] = (projection, placement, message)
         if message is not None:
             messages.append(message)
             sources.append(index)
     return Rendering(messages, sources, starts, offsets)
 
 
-def _message(item: Item, content: ItemContent, projection: Projection, placement: Placement, fact: Fact,
+def _message(item: Item, content: ItemContent, projection: Projection, placement: Placement,
              preview_chars: int, recall: RecallStyle) -> dict | None:
-    """The message of one placed entry (None for an assistant message left empty)."""
+    """The message of a placed entry that is no paired tool result (None for an assistant
+    message left empty)."""
     if placement is ORPHAN:
         return _orphan_result(item, content, projection, preview_chars, recall)
-    if item.role == "tool":  # PAIRED
-        return {"role": "tool", "tool_call_id": fact[1], "content": projection_text(
-            item, content, projection, preview_chars, recall)}
     if item.role != "assistant":
         return item_message(item, content, projection, preview_chars, None, recall)
     calls = content.tool_calls
