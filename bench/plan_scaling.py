@@ -90,7 +90,7 @@ def working_set(n: int, first_seq: int = 0) -> tuple[list[Item], dict[str, ItemC
 
 
 def fed_state(items: list[Item], budget: int) -> engine.ContextState:
-    config = EngineConfig(context_window=max(budget, 128_000), max_output_tokens=4096, budget_override=budget,
+    config = EngineConfig(context_window=max(budget, 128_000), max_output_tokens=4096, budget_tokens=budget,
                           llm_condensation=False)
     state = engine.new_state(config)
     for item in items:

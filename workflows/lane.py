@@ -25,8 +25,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, StoreTextInput
     from workflows.contract.lane_events import EPISODE_ABANDONED, compaction_events, event, request_event
     from workflows.contract.lane_state import LaneState
+    from workflows.contract.lanes import LaneConfig
     from workflows.contract.model import ModelCallInput, PlanDelta
-    from workflows.contract.session import GIVE_UP_SECONDS, CompactionSettings, CondenseResult, ExternalItem, ReplaySpec
+    from workflows.contract.session import (
+        GIVE_UP_SECONDS,
+        CompactionSettings,
+        CondenseResult,
+        ExternalItem,
+        ReplaySpec,
+        SessionConfig,
+    )
     from workflows.usage import CALIBRATION_RELAXED, UsagePolicy, record_usage
 
 # Engine behaviours that plan other compactions (hence other commands) than the code
@@ -69,6 +77,14 @@ class LoopSettings:
     replay: ReplaySpec | None
     tool_network: bool = False
     give_up_seconds: float = GIVE_UP_SECONDS
+
+    @classmethod
+    def of(cls, session_id: str, config: SessionConfig | LaneConfig, tools: list[str]) -> LoopSettings:
+        """The loop settings of a session's configuration or of a subagent lane's (which the
+        session derived from its own), with the tools the lane offers."""
+        return cls(session_id=session_id, model=config.model, max_output_tokens=config.max_output_tokens,
+                   tools=tools, compaction=config.compaction, replay=config.replay,
+                   tool_network=config.tool_network, give_up_seconds=config.give_up_seconds)
 
     @property
     def give_up(self) -> timedelta:

@@ -49,7 +49,7 @@ class LaneWorkflow:
             session_id=inp.session_id, tenant="default", config={}, tools=cfg.tools, model=cfg.model))
         config = EngineConfig(
             context_window=cfg.context_window, max_output_tokens=cfg.max_output_tokens,
-            tool_definition_tokens=started.tool_definition_tokens, budget_override=cfg.budget_tokens,
+            tool_definition_tokens=started.tool_definition_tokens, budget_tokens=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled, preview_chars=cfg.preview_chars,
             id_prefix=ids.generated_id_prefix(inp.lane),
             generated_role=cfg.generated_role,
@@ -65,10 +65,7 @@ class LaneWorkflow:
             engine.begin_task(lane.state, task_id)
             await lane.add_text(brief_message(inp.brief), kind=Kind.USER, role="user", task_id=task_id)
         self.state = "running"
-        loop = AgentLoop(LoopSettings(session_id=inp.session_id, model=cfg.model,
-                                      max_output_tokens=cfg.max_output_tokens, tools=cfg.tools,
-                                      tool_network=cfg.tool_network, give_up_seconds=cfg.give_up_seconds,
-                                      compaction=cfg.compaction, replay=cfg.replay), NoSubagents())
+        loop = AgentLoop(LoopSettings.of(inp.session_id, cfg, cfg.tools), NoSubagents())
         final: str | None = None
         failure: str | None = None
         try:

@@ -111,10 +111,7 @@ class SessionWorkflow:
         self.external = ExternalTasks(self.tasks)  # the external agent's task (external mode)
         self.resume: RunningTask | None = None  # a task a previous run was in the middle of
         self.subagents = SubagentHost(self.config, workflow.info().workflow_id, self._tools())
-        self.loop = AgentLoop(LoopSettings(
-            session_id=self.config.session_id, model=self.config.model, max_output_tokens=self.config.max_output_tokens,
-            tools=self._tools(), compaction=self.config.compaction, replay=self.config.replay,
-            tool_network=self.config.tool_network, give_up_seconds=self.config.give_up_seconds), self.subagents)
+        self.loop = AgentLoop(LoopSettings.of(self.config.session_id, self.config, self._tools()), self.subagents)
         self.engine_options: dict[str, bool | int] = {}  # decided once per run, in run()
 
     # --- hosted mode -------------------------------------------------------------------
@@ -495,7 +492,7 @@ class SessionWorkflow:
             context_window=cfg.context_window,
             max_output_tokens=cfg.max_output_tokens,
             tool_definition_tokens=started.tool_definition_tokens,
-            budget_override=cfg.budget_tokens,
+            budget_tokens=cfg.budget_tokens,
             llm_condensation=cfg.compaction.enabled,
             model_known=cfg.model_known,
             recall=cfg.recall,

@@ -205,7 +205,7 @@ class SubagentHost:
 
     def _max_prefix_tokens(self, lane_config: LaneConfig, lane: Lane) -> int:
         """The share of the child's conversation budget its shared prefix may take."""
-        config = lane.state.config.model_copy(update={"budget_override": lane_config.budget_tokens})
+        config = lane.state.config.model_copy(update={"budget_tokens": lane_config.budget_tokens})
         return int(self.config.subagents.max_prefix_share * config.base_budget)
 
     async def _watch(self, name: str, handle: workflow.ChildWorkflowHandle) -> None:

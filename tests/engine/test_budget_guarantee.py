@@ -24,7 +24,7 @@ def _fits_every_rung(sim: Sim) -> E.RequestPlan:
 
 def test_a_runaway_assistant_message_enters_bounded_and_the_request_fits():
     # measured: one 208,089-character answer stayed whole, the request 56,762 tokens at 16,000
-    sim = Sim(budget_override=16_000)
+    sim = Sim(budget_tokens=16_000)
     sim.system()
     sim.user("fix the failing test")
     runaway = sim.assistant(big(208_089, "loop"), observation_id="obs-runaway")
@@ -36,7 +36,7 @@ def test_a_runaway_assistant_message_enters_bounded_and_the_request_fits():
 
 
 def test_runaway_tool_call_arguments_are_bounded_too():
-    sim = Sim(budget_override=8_000)
+    sim = Sim(budget_tokens=8_000)
     sim.system()
     sim.user("write the file")
     answer = sim.assistant("", [("write_file", '{"path": "a.txt", "content": "' + big(120_000) + '"}')],
@@ -48,7 +48,7 @@ def test_runaway_tool_call_arguments_are_bounded_too():
 @pytest.mark.parametrize("budget", [4_000, 8_000])
 def test_user_input_is_bounded_by_a_share_of_the_budget_not_a_character_constant(budget):
     # measured: 31,999 characters stayed full at a 4,000 or 8,000 budget; the request never fit
-    sim = Sim(budget_override=budget)
+    sim = Sim(budget_tokens=budget)
     sim.system()
     message = sim.user(big(31_999, "spec"), obs=True)
     assert message.projection == Projection.REFERENCE
@@ -58,7 +58,7 @@ def test_user_input_is_bounded_by_a_share_of_the_budget_not_a_character_constant
 
 def test_user_input_that_fits_its_share_stays_whole_whatever_its_length():
     # measured: a message that fit a 132,000-token budget was sent as a reference at 32,000 characters
-    sim = Sim(context_window=200_000, budget_override=132_000)
+    sim = Sim(context_window=200_000, budget_tokens=132_000)
     sim.system()
     message = sim.user(big(100_000, "doc"), obs=True)
     assert message.cost(Projection.FULL) < sim.state.config.max_item_tokens
@@ -66,7 +66,7 @@ def test_user_input_that_fits_its_share_stays_whole_whatever_its_length():
 
 
 def test_an_oversized_note_or_unknown_kind_enters_as_a_source_reference():
-    sim = Sim(budget_override=8_000)
+    sim = Sim(budget_tokens=8_000)
     sim.system()
     sim.user("go")
     note = sim.note(big(60_000, "note"), observation_id="obs-note")
@@ -76,7 +76,7 @@ def test_an_oversized_note_or_unknown_kind_enters_as_a_source_reference():
 
 
 def test_the_system_prompt_is_never_shrunk_and_an_unfit_request_names_it():
-    sim = Sim(budget_override=2_000)
+    sim = Sim(budget_tokens=2_000)
     prompt = sim.system(big(20_000, "rules"))
     assert prompt.projection == Projection.FULL
     sim.user("hello")
@@ -86,7 +86,7 @@ def test_the_system_prompt_is_never_shrunk_and_an_unfit_request_names_it():
 
 
 def test_rules_1_keep_the_old_entry_projections():
-    sim = Sim(budget_override=8_000, rules_version=1)
+    sim = Sim(budget_tokens=8_000, rules_version=1)
     sim.system()
     sim.user("go")
     assert sim.assistant(big(60_000), observation_id="obs-a").projection == Projection.FULL
@@ -180,7 +180,7 @@ def test_replies_within_a_task_never_roll_at_assembly():
 
 
 def test_pass_3_keeps_the_current_submission_and_two_before_it():
-    sim = Sim(budget_override=1_500)
+    sim = Sim(budget_tokens=1_500)
     sim.system()
     users = []
     for n in range(4):
@@ -201,7 +201,7 @@ def test_assembly_is_off_under_rules_1():
 
 
 def test_a_huge_subagent_handoff_enters_as_head_and_tail():
-    sim = Sim(budget_override=8_000)
+    sim = Sim(budget_tokens=8_000)
     sim.system()
     sim.user("delegate the audit")
     spawn = sim.assistant("", [("spawn_subagent", '{"brief": "audit"}')])
@@ -215,7 +215,7 @@ def test_a_huge_subagent_handoff_enters_as_head_and_tail():
 
 def test_the_ladder_is_descended_before_any_call_when_full_does_not_fit():
     # measured: the full rung was sent (90,640 tokens at 80,000) while the reference rung was 5,710
-    sim = Sim(budget_override=3_000)  # no compaction ran before this request (as after a condensation)
+    sim = Sim(budget_tokens=3_000)  # no compaction ran before this request (as after a condensation)
     sim.system()
     sim.user("audit the logs")
     for n in range(10):
@@ -227,7 +227,7 @@ def test_the_ladder_is_descended_before_any_call_when_full_does_not_fit():
 
 
 def test_when_no_rung_fits_every_rung_is_returned_with_the_reason():
-    sim = Sim(budget_override=1_000)
+    sim = Sim(budget_tokens=1_000)
     sim.system(big(8_000, "rules"))
     sim.user("hi")
     plans = E.plan_fitting(sim.state)
@@ -236,7 +236,7 @@ def test_when_no_rung_fits_every_rung_is_returned_with_the_reason():
 
 
 def test_many_large_tool_calls_share_the_preview_when_bounded():
-    sim = Sim(budget_override=8_000)
+    sim = Sim(budget_tokens=8_000)
     sim.system()
     sim.user("write all the files")
     calls = [("write_file", json.dumps({"path": f"f{n}.py", "content": big(5_000, str(n))})) for n in range(30)]

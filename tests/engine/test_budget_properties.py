@@ -39,7 +39,7 @@ sessions = st.tuples(st.sampled_from([4_000, 8_000, 16_000, 32_000]), st.sampled
 
 class Session(Sim):
     def __init__(self, budget: int, mode: str) -> None:
-        super().__init__(budget_override=budget)
+        super().__init__(budget_tokens=budget)
         self.mode = mode
         self.tasks = 0
         self.capabilities = 0

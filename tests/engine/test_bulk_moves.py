@@ -25,7 +25,7 @@ from workflows.context.request_plan import plan_request_reference
 
 
 def _session(sizes: list[int], budget: int) -> Sim:
-    sim = Sim(budget_override=budget)
+    sim = Sim(budget_tokens=budget)
     sim.system()
     sim.user("go")
     for n, size in enumerate(sizes):
@@ -117,7 +117,7 @@ def test_a_run_that_moves_items_out_of_the_pinned_lifecycle_re_lays_them_out():
 
 
 def test_pass_1_evicts_by_class_priority_then_age_in_bulk():
-    sim = Sim(budget_override=1_500)  # every candidate has to go: the whole order shows
+    sim = Sim(budget_tokens=1_500)  # every candidate has to go: the whole order shows
     sim.user("go")
     classes = [ToolClass.RUN, ToolClass.WRITE, ToolClass.READ, ToolClass.ERROR, ToolClass.RUN, ToolClass.WRITE,
                ToolClass.READ]

@@ -16,7 +16,7 @@ def _recent_groups(sim: Sim) -> set[str]:
 
 def _reads_session(**config):
     """Six ~730-token reads: referencing the oldest few meets the 60 % target."""
-    sim = Sim(budget_override=6_000, **config)
+    sim = Sim(budget_tokens=6_000, **config)
     sim.user("go")
     reads = [sim.exchange(f"cat f{n}.py", big(2_900, f"r{n}"))[1] for n in range(6)]
     return sim, reads, _recent_groups(sim)
@@ -42,7 +42,7 @@ def test_compaction_also_references_outputs_after_the_first_change():
 
 def test_compaction_leaves_outputs_before_the_first_change_as_they_were():
     # pass 1 meets the target with the write alone: the older read stays in the cached prefix
-    sim = Sim(budget_override=3_000, preview_chars=16_000)
+    sim = Sim(budget_tokens=3_000, preview_chars=16_000)
     sim.user("go")
     _, old_read = sim.exchange("cat a.py", big(2_000, "old"))
     _, write = sim.exchange("sed -i 's/a/b/' a.py", big(6_000, "write"))
@@ -57,7 +57,7 @@ def test_compaction_leaves_outputs_before_the_first_change_as_they_were():
 
 
 def test_compaction_that_rewrites_the_checkpoint_archives_every_eligible_group_it_rebills():
-    sim = Sim(budget_override=5_000)
+    sim = Sim(budget_tokens=5_000)
     user = sim.user("go")
     old = [sim.exchange(f"cat f{n}.py", big(400, f"o{n}"), text=big(2_400, f"prose {n}")) for n in range(6)]
     recent = _recent_groups(sim)
@@ -76,7 +76,7 @@ def test_compaction_that_rewrites_the_checkpoint_archives_every_eligible_group_i
 
 
 def test_sweep_never_archives_an_active_episode_or_an_exploration_its_actions_still_need():
-    sim = Sim(budget_override=7_000)
+    sim = Sim(budget_tokens=7_000)
     sim.user("fix auth")
     plain = [i.id for n in range(6) for i in sim.exchange(f"cat f{n}.py", big(400, f"o{n}"), text=big(2_400, "p"))]
     E.begin_episode(sim.state, "inspect", "exploration", "read auth")

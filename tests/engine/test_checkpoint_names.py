@@ -90,7 +90,7 @@ def test_names_are_shed_oldest_first_to_fit_the_cap_and_anchors_go_before_the_la
 
 def _session_with_names(profile: bool) -> Sim:
     options = cost_profile(llm_condensation=False) if profile else {}
-    sim = Sim(budget_override=6_000, llm_condensation=False, **options)
+    sim = Sim(budget_tokens=6_000, llm_condensation=False, **options)
     sim.system()
     sim.user("fix the failing test")
     E.begin_task(sim.state, "task-1")
@@ -209,5 +209,5 @@ def test_the_profile_previews_a_quarter_of_the_budget_but_never_less_than_a_usab
     # budget: (characters before, with the profile); Sim charges no tool definitions
     expected = {4_000: (2_000, 2_000), 12_000: (6_000, 4_000), 32_000: (16_000, 8_000), 80_000: (16_000, 16_000)}
     for budget, (before, now) in expected.items():
-        assert Sim(budget_override=budget).state.config.effective_preview_chars == before
-        assert Sim(budget_override=budget, **profile).state.config.effective_preview_chars == now
+        assert Sim(budget_tokens=budget).state.config.effective_preview_chars == before
+        assert Sim(budget_tokens=budget, **profile).state.config.effective_preview_chars == now

@@ -20,7 +20,7 @@ def _small_recent_groups(sim: Sim, count: int = 4) -> None:
 
 
 def _class_session(budget: int):
-    sim = Sim(budget_override=budget)
+    sim = Sim(budget_tokens=budget)
     sim.user("fix the bug")
     _, run = sim.exchange("pytest -q", big(1_900, "run"))  # about 480 tokens each, below the preview
     _, error = sim.exchange("pytest -x", big(1_900, "err"), exit_code=1)
@@ -47,7 +47,7 @@ def test_shell_output_and_errors_are_kept_longest_oldest_first():
 
 
 def test_reads_compacted_oldest_first_within_a_class():
-    sim = Sim(budget_override=1_000)
+    sim = Sim(budget_tokens=1_000)
     sim.user("go")
     reads = [sim.exchange(f"cat f{n}.py", big(1_900, f"r{n}"))[1] for n in range(3)]
     _small_recent_groups(sim)
@@ -56,7 +56,7 @@ def test_reads_compacted_oldest_first_within_a_class():
 
 def test_fallback_stops_as_soon_as_the_target_is_met():
     # the passes alone: the cache-aware sweep that may follow them is tested in test_cache_aware_sweep.py
-    sim = Sim(budget_override=6_000, cache_aware_sweep=False)
+    sim = Sim(budget_tokens=6_000, cache_aware_sweep=False)
     sim.user("go")
     for n in range(6):
         sim.exchange(f"cat f{n}.py", big(2_900, f"r{n}"))  # about 730 tokens each
@@ -70,7 +70,7 @@ def test_fallback_stops_as_soon_as_the_target_is_met():
 
 def test_newest_four_groups_are_protected():
     # four ~750-token groups fit the 4,000 budget but not its 60 % target: they stay whole
-    sim = Sim(budget_override=4_000, preview_chars=16_000)
+    sim = Sim(budget_tokens=4_000, preview_chars=16_000)
     sim.user("go")
     recent = [sim.exchange(f"cat f{n}.py", big(3_000, f"r{n}")) for n in range(4)]
     sim.user("next")  # over the budget only through an unprotected pinned message
@@ -80,7 +80,7 @@ def test_newest_four_groups_are_protected():
 
 
 def test_when_the_newest_groups_alone_overflow_only_the_newest_stays_protected():
-    sim = Sim(budget_override=2_000, preview_chars=16_000)
+    sim = Sim(budget_tokens=2_000, preview_chars=16_000)
     sim.user("go")
     recent = [sim.exchange(f"cat f{n}.py", big(3_000, f"r{n}")) for n in range(4)]
     plan = E.plan_fallback(sim.state)
@@ -92,7 +92,7 @@ def test_when_the_newest_groups_alone_overflow_only_the_newest_stays_protected()
 
 
 def test_active_episode_is_never_evicted():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.user("go")
     E.begin_episode(sim.state, "explore", "exploration", "read everything")
     active = [sim.exchange(f"cat f{n}.py", big(2_000, f"a{n}"), text=big(800, "prose")) for n in range(3)]
@@ -116,7 +116,7 @@ def _episode_session(sim: Sim, action_done: bool = True) -> None:
 
 
 def test_completed_episodes_archived_actions_before_explorations():
-    sim = Sim(budget_override=2_500)
+    sim = Sim(budget_tokens=2_500)
     _episode_session(sim)
     _small_recent_groups(sim)
     plan = E.plan_fallback(sim.state)
@@ -126,7 +126,7 @@ def test_completed_episodes_archived_actions_before_explorations():
 
 
 def test_exploration_kept_until_dependent_actions_archived():
-    sim = Sim(budget_override=2_500)
+    sim = Sim(budget_tokens=2_500)
     _episode_session(sim, action_done=False)  # the action is still active
     _small_recent_groups(sim)
     plan = E.plan_fallback(sim.state)
@@ -137,7 +137,7 @@ def test_exploration_kept_until_dependent_actions_archived():
 
 
 def test_archived_exploration_keeps_its_conclusion_and_observation_addresses():
-    sim = Sim(budget_override=2_500)
+    sim = Sim(budget_tokens=2_500)
     _episode_session(sim)
     _small_recent_groups(sim)
     observations = [i.observation_id for i in sim.state.items.values() if i.episode == "inspect-auth" and i.observation_id]
@@ -150,7 +150,7 @@ def test_archived_exploration_keeps_its_conclusion_and_observation_addresses():
 
 
 def test_sessions_without_episodes_archive_oldest_groups_into_the_checkpoint():
-    sim = Sim(budget_override=5_000, cache_aware_sweep=False)  # pass 2 alone, stopping at the target
+    sim = Sim(budget_tokens=5_000, cache_aware_sweep=False)  # pass 2 alone, stopping at the target
     sim.user("go")
     old = [sim.exchange(f"cat f{n}.py", big(400, f"o{n}"), text=big(2_400, f"prose {n}")) for n in range(6)]
     _small_recent_groups(sim)
@@ -166,7 +166,7 @@ def test_sessions_without_episodes_archive_oldest_groups_into_the_checkpoint():
 
 
 def test_pinned_user_messages_and_notes_roll_into_one_summary_keeping_two_recent():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     users = [sim.user(f"instruction {n}: " + big(1_500, f"u{n}")) for n in range(4)]
     notes = [sim.note(f"note {n}: " + big(900, f"n{n}")) for n in range(2)]
     sim.exchange("ls", "a.py")
@@ -183,7 +183,7 @@ def test_pinned_user_messages_and_notes_roll_into_one_summary_keeping_two_recent
 
 
 def test_summary_is_rolling_and_single():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     for round_ in range(3):
         for n in range(3):
             sim.user(f"round {round_} instruction {n}: " + big(1_500, f"u{round_}{n}"))
@@ -194,8 +194,8 @@ def test_summary_is_rolling_and_single():
 
 
 def test_needs_compaction_at_80_percent_with_llm_and_only_over_budget_without():
-    with_llm = Sim(budget_override=10_000, llm_condensation=True)
-    without = Sim(budget_override=10_000)
+    with_llm = Sim(budget_tokens=10_000, llm_condensation=True)
+    without = Sim(budget_tokens=10_000)
     for sim in (with_llm, without):
         sim.user(big(4 * 8_500))  # about 8,500 tokens: 85 % pressure
     assert E.needs_compaction(with_llm.state)
@@ -205,7 +205,7 @@ def test_needs_compaction_at_80_percent_with_llm_and_only_over_budget_without():
 
 
 def test_apply_refuses_a_stale_plan():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.user("go")
     for n in range(6):
         sim.exchange(f"cat f{n}", big(2_000, str(n)))
@@ -219,7 +219,7 @@ def test_apply_refuses_a_stale_plan():
 
 
 def test_apply_charges_measured_tokens_of_generated_texts():
-    sim = Sim(budget_override=4_000)
+    sim = Sim(budget_tokens=4_000)
     sim.user("go")
     for n in range(8):
         sim.exchange(f"cat f{n}", big(300, str(n)), text=big(1_500, f"p{n}"))
@@ -232,7 +232,7 @@ def test_apply_charges_measured_tokens_of_generated_texts():
 
 
 def test_apply_rejects_measurements_for_texts_it_does_not_generate():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.user("go")
     for n in range(6):
         sim.exchange(f"cat f{n}", big(2_000, str(n)))
@@ -244,7 +244,7 @@ def test_apply_rejects_measurements_for_texts_it_does_not_generate():
 
 
 def test_every_transition_records_a_reason():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.user("go")
     E.begin_task(sim.state, "t")
     for n in range(10):
@@ -266,7 +266,7 @@ def test_every_transition_records_a_reason():
 
 
 def test_checkpoint_text_is_bounded():
-    sim = Sim(budget_override=6_000)
+    sim = Sim(budget_tokens=6_000)
     sim.user("go")
     for n in range(200):
         sim.exchange(f"grep -rn pattern{n} src/", big(900, str(n)), text=f"searching for pattern {n} " * 5)
@@ -278,7 +278,7 @@ def test_checkpoint_text_is_bounded():
 
 
 def test_task_traffic_omitted_at_task_end_leaves_the_state_at_the_next_compaction():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.user("one")
     E.begin_task(sim.state, "t1")
     _, tool = sim.exchange("cat a.py", big(1_000))
@@ -290,7 +290,7 @@ def test_task_traffic_omitted_at_task_end_leaves_the_state_at_the_next_compactio
 
 
 def test_active_episode_markers_sit_in_the_stable_segment_after_a_compaction():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.system()
     sim.user("go")
     for n in range(6):
@@ -305,7 +305,7 @@ def test_active_episode_markers_sit_in_the_stable_segment_after_a_compaction():
 
 
 def test_pinned_items_move_into_the_stable_segment_only_at_a_compaction():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.system()
     sim.user("go")
     for n in range(3):
@@ -321,7 +321,7 @@ def test_pinned_items_move_into_the_stable_segment_only_at_a_compaction():
 
 def test_fallback_is_deterministic():
     def run() -> str:
-        sim = Sim(budget_override=4_000)
+        sim = Sim(budget_tokens=4_000)
         sim.user("go")
         for n in range(12):
             sim.exchange(f"cat f{n}", big(700 + 31 * n, str(n)), text=f"step {n}")

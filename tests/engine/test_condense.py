@@ -15,7 +15,7 @@ def _doc(**fields) -> E.MemoryDoc:
 
 
 def _two_tasks() -> tuple[Sim, dict[str, Any]]:
-    sim = Sim(budget_override=30_000)
+    sim = Sim(budget_tokens=30_000)
     sim.system()
     ids: dict[str, Any] = {"user1": sim.user("task one: fix auth")}
     E.begin_task(sim.state, "t1")
@@ -114,7 +114,7 @@ def test_condense_archives_only_eligible_old_assistant_tool_groups():
 
 
 def test_condense_protects_the_four_newest_groups_even_of_finished_tasks():
-    sim = Sim(budget_override=30_000)
+    sim = Sim(budget_tokens=30_000)
     sim.user("one")
     E.begin_task(sim.state, "t1")
     groups = [sim.exchange(f"cat f{n}", "x" * 100, text=f"look {n}") for n in range(6)]
@@ -126,7 +126,7 @@ def test_condense_protects_the_four_newest_groups_even_of_finished_tasks():
 
 
 def test_condense_protects_completed_episodes_of_the_current_task():
-    sim = Sim(budget_override=30_000)
+    sim = Sim(budget_tokens=30_000)
     sim.user("go")
     E.begin_task(sim.state, "t")
     E.begin_episode(sim.state, "explore", "exploration", "map the code")

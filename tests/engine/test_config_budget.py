@@ -9,12 +9,21 @@ from workflows.context import engine as E
 def test_usable_input_reserves_the_output_at_most_half_the_window():
     assert E.EngineConfig(context_window=128_000, max_output_tokens=16_000).usable_input == 112_000
     assert E.EngineConfig(context_window=8_000, max_output_tokens=16_000).usable_input == 4_000
-    assert E.EngineConfig(context_window=8_000, max_output_tokens=16_000, budget_override=3_000).usable_input == 3_000
+    assert E.EngineConfig(context_window=8_000, max_output_tokens=16_000, budget_tokens=3_000).usable_input == 3_000
+
+
+def test_a_config_stored_under_the_budgets_old_name_loads_and_is_written_under_its_name():
+    stored = {"context_window": 128_000, "max_output_tokens": 4_096, "budget_override": 16_000}  # a checkpoint's
+    config = E.EngineConfig.model_validate(stored)
+    assert config.budget_tokens == 16_000 and config.usable_input == 16_000
+    written = config.model_dump(mode="json")
+    assert written["budget_tokens"] == 16_000 and "budget_override" not in written
+    assert E.EngineConfig.model_validate(written) == config
 
 
 @pytest.mark.parametrize("budget,preview", [(100, 128), (10_000, 5_000), (32_000, 16_000), (200_000, 16_000)])
 def test_preview_is_min_16000_max_128_half_the_budget(budget, preview):
-    assert E.EngineConfig(context_window=10**6, max_output_tokens=0, budget_override=budget).effective_preview_chars == preview
+    assert E.EngineConfig(context_window=10**6, max_output_tokens=0, budget_tokens=budget).effective_preview_chars == preview
 
 
 def test_budget_includes_the_fixed_cost_of_tool_definitions():
@@ -23,7 +32,7 @@ def test_budget_includes_the_fixed_cost_of_tool_definitions():
 
 
 def test_at_80_percent_pressure_compaction_aims_for_60_percent():
-    sim = Sim(budget_override=10_000, llm_condensation=True)
+    sim = Sim(budget_tokens=10_000, llm_condensation=True)
     sim.user("go")
     while not E.needs_compaction(sim.state):
         sim.exchange("cat f.py", big(2_000))

@@ -135,7 +135,7 @@ def _task_with_exploration(sim: Sim, conclusion: str) -> None:
 def test_a_concluded_exploration_stays_in_the_request_after_its_task_ended():
     """Its traffic is omitted at the task end; until a compaction archives it (and puts the
     conclusion in the checkpoint) the markers carry the conclusion."""
-    sim = Sim(budget_override=300)
+    sim = Sim(budget_tokens=300)
     conclusion = "JWT validation runs in middleware/auth.py before route dispatch"
     _task_with_exploration(sim, conclusion)
     E.begin_task(sim.state, "task-2")

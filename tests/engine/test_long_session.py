@@ -26,7 +26,7 @@ def costs(size: int, preview: int, obs: bool) -> dict[Projection, int]:
 class Session:
     def __init__(self, budget: int, llm: bool):
         self.state = E.new_state(E.EngineConfig(context_window=200_000, max_output_tokens=8_000,
-                                                budget_override=budget, llm_condensation=llm))
+                                                budget_tokens=budget, llm_condensation=llm))
         self.preview = self.state.config.effective_preview_chars
         self.seq = 0
         self.added: list[Item] = []

@@ -50,6 +50,14 @@ def plan_json(plan) -> str:
     return json.dumps(legacy, separators=(",", ":"), ensure_ascii=False)
 
 
+def state_json(state) -> str:
+    """The state's JSON as the engine of b7c283c wrote it: the budget under its old name."""
+    fields = state.model_dump(mode="json", exclude=STATE_EXCLUDE)
+    fields["config"] = {("budget_override" if key == "budget_tokens" else key): value
+                        for key, value in fields["config"].items()}
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+
+
 def _unchanged(state) -> None:
     defaults = EngineConfig.model_fields
     assert all(getattr(state.config, f) == defaults[f].default for f in ADDED_CONFIG)
@@ -80,7 +88,7 @@ class Recorder(Driver):
         messages = self.renderer.render(request.entries, self.state.items, self.contents, self.preview)
         self.note_text(json.dumps(messages, sort_keys=True))
         _unchanged(self.state)
-        self.note_text(self.state.model_dump_json(exclude=STATE_EXCLUDE))
+        self.note_text(state_json(self.state))
 
 
 def _script(rng: random.Random, swept: bool, steps: int) -> list[tuple]:
@@ -119,7 +127,7 @@ def sessions_digest(count: int = 45) -> str:
 def bench_digest(n: int = 600) -> str:
     """The compaction step of ``bench/plan_scaling.py`` (smaller): half the tokens over budget."""
     tokens = {Projection.FULL: 400, Projection.COMPACT: 400, Projection.REFERENCE: 24, Projection.MINIMAL_REFERENCE: 12}
-    config = EngineConfig(context_window=128_000, max_output_tokens=4096, budget_override=n * 115,
+    config = EngineConfig(context_window=128_000, max_output_tokens=4096, budget_tokens=n * 115,
                           llm_condensation=False, **AS_RECORDED)
     state = E.new_state(config)
     contents: dict[str, ItemContent] = {"itm-0": ItemContent(text="rules"), "itm-1": ItemContent(text="task")}
@@ -151,7 +159,7 @@ def bench_digest(n: int = 600) -> str:
         digest.update(json.dumps(renderer.render(request.entries, state.items, contents,
                                                  state.config.effective_preview_chars)).encode())
     _unchanged(state)
-    digest.update(state.model_dump_json(exclude=STATE_EXCLUDE).encode())
+    digest.update(state_json(state).encode())
     return digest.hexdigest()
 
 

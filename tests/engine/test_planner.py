@@ -14,7 +14,7 @@ def _ids(plan: E.RequestPlan) -> list[tuple[str, str, int]]:
 
 
 def test_request_only_grows_at_its_end_between_compactions():
-    sim = Sim(budget_override=6_000)
+    sim = Sim(budget_tokens=6_000)
     sim.system()
     sim.user("go")
     previous, previous_messages, epoch, checked = None, None, None, 0
@@ -37,7 +37,7 @@ def test_request_only_grows_at_its_end_between_compactions():
 
 
 def test_large_output_projection_is_fixed_until_a_compaction():
-    sim = Sim(budget_override=8_000)
+    sim = Sim(budget_tokens=8_000)
     sim.user("go")
     _, large = sim.exchange("cat big.log", big(10_000))
     assert large.projection == Projection.COMPACT
@@ -47,7 +47,7 @@ def test_large_output_projection_is_fixed_until_a_compaction():
 
 
 def test_request_segments_are_stable_memory_history():
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.system()
     sim.user("go")
     sim.decision("Never touch the migrations.")
@@ -64,7 +64,7 @@ def test_request_segments_are_stable_memory_history():
 
 
 def test_overflow_ladder_reference_does_not_mutate_state():
-    sim = Sim(budget_override=40_000)
+    sim = Sim(budget_tokens=40_000)
     sim.user("go")
     pairs = [sim.exchange(f"cat f{n}", big(3_000, str(n)), text=f"step {n}") for n in range(6)]
     before = sim.state.model_dump_json()
@@ -79,7 +79,7 @@ def test_overflow_ladder_reference_does_not_mutate_state():
 
 
 def test_overflow_ladder_minimal_reference_minimises_old_assistant_prose():
-    sim = Sim(budget_override=40_000)
+    sim = Sim(budget_tokens=40_000)
     sim.user("go")
     pairs = [sim.exchange(f"cat f{n}", big(3_000, str(n)), text=big(2_000, f"prose{n}")) for n in range(4)]
     plan = sim.request(Projection.MINIMAL_REFERENCE)
@@ -99,7 +99,7 @@ def test_overflow_recovery_is_full_then_reference_then_minimal_then_terminal():
 
 
 def test_request_that_cannot_fit_names_the_protected_items():
-    sim = Sim(budget_override=1_000)
+    sim = Sim(budget_tokens=1_000)
     sim.system(big(8_000, "rules"))
     sim.user("go")
     sim.exchange("ls", "a.py")
@@ -110,7 +110,7 @@ def test_request_that_cannot_fit_names_the_protected_items():
 
 
 def test_over_budget_request_without_compaction_says_so():
-    sim = Sim(budget_override=2_000)
+    sim = Sim(budget_tokens=2_000)
     sim.user("go")
     for n in range(6):
         sim.exchange(f"cat f{n}", big(1_900, str(n)))
@@ -129,14 +129,14 @@ def _calls(fn) -> int:
 
 
 def _session(exchanges: int, *, over_budget: bool) -> Sim:
-    sim = Sim(budget_override=10_000_000, preview_chars=16_000)
+    sim = Sim(budget_tokens=10_000_000, preview_chars=16_000)
     sim.system()
     sim.user("go")
     for n in range(exchanges):
         sim.exchange(f"cat f{n}", big(500, str(n)), text=f"step {n}")
     if over_budget:  # half the working set: the fallback has real work to do
         half = E.working_set_tokens(sim.state) // 2
-        sim.state.config = sim.state.config.model_copy(update={"budget_override": half})
+        sim.state.config = sim.state.config.model_copy(update={"budget_tokens": half})
     return sim
 
 

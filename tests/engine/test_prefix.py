@@ -31,7 +31,7 @@ def test_first_change_is_the_first_entry_that_differs():
 
 
 def test_rebilled_starts_at_the_first_output_pass1_references():
-    sim = Sim(budget_override=6_000, cache_aware_sweep=False)
+    sim = Sim(budget_tokens=6_000, cache_aware_sweep=False)
     sim.user("go")
     reads = [sim.exchange(f"cat f{n}.py", big(2_900, f"r{n}"))[1] for n in range(6)]
     _recent_groups(sim)
@@ -45,7 +45,7 @@ def test_rebilled_starts_at_the_first_output_pass1_references():
 
 
 def test_predicted_layout_matches_the_applied_one():
-    sim = Sim(budget_override=5_000)
+    sim = Sim(budget_tokens=5_000)
     sim.user("go")
     for n in range(6):
         sim.exchange(f"cat f{n}.py", big(400, f"o{n}"), text=big(2_400, f"prose {n}"))

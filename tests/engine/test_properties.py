@@ -50,7 +50,7 @@ class Driver(Sim):
 
     def __init__(self, budget: int, llm: bool, episodes: bool = True, profile: bool = False):
         # profile: the cost profile a new session runs with (workflows.context.config.cost_profile)
-        super().__init__(budget_override=budget, llm_condensation=llm, **(cost_profile(llm) if profile else {}))
+        super().__init__(budget_tokens=budget, llm_condensation=llm, **(cost_profile(llm) if profile else {}))
         self.episodes_on = episodes
         self.system("rules")
         self.user("first task")

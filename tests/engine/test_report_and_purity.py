@@ -17,7 +17,7 @@ FORBIDDEN = {"os", "time", "random", "pathlib", "datetime", "logging", "asyncpg"
 
 
 def _session() -> Sim:
-    sim = Sim(budget_override=3_000)
+    sim = Sim(budget_tokens=3_000)
     sim.system()
     sim.user("fix auth")
     E.begin_task(sim.state, "t1")

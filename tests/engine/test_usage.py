@@ -72,7 +72,7 @@ def test_the_budget_only_ever_shrinks():
 
 def test_calibrated_budget_divides_the_usable_input_only():
     config = EngineConfig(context_window=20_000, max_output_tokens=4_000, tool_definition_tokens=1_000,
-                          budget_override=10_000)
+                          budget_tokens=10_000)
     state = engine.new_state(config)
     assert budget(state) == 9_000
     state.config = config.model_copy(update={"token_ratio": 1.25})

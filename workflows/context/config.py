@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .observations import RecallStyle
 
@@ -60,7 +60,10 @@ class EngineConfig(BaseModel):
     memory_max_tokens: int = Field(default=2000, ge=50)
     checkpoint_tokens: int = Field(default=1200, ge=100)  # cap of the generated checkpoint
     model_known: bool = True
-    budget_override: int | None = Field(default=None, gt=0)  # replaces the usable input window
+    # The session's budget_tokens, when it has one: replaces the usable input window. Read
+    # under its old name too, which checkpoints and recorded histories hold.
+    budget_tokens: int | None = Field(default=None, gt=0,
+                                      validation_alias=AliasChoices("budget_tokens", "budget_override"))
     # Provider tokens per token we count for this model, learned from provider usage
     # (workflows/context/usage.py): the conversation budget is planned on usable_input /
     # token_ratio, so that requests fit by the provider's count too. Never below 1.
@@ -82,8 +85,8 @@ class EngineConfig(BaseModel):
     @property
     def usable_input(self) -> int:
         """Input tokens a request may use: the window minus the reserved output (DESIGN §7)."""
-        if self.budget_override is not None:
-            return self.budget_override
+        if self.budget_tokens is not None:
+            return self.budget_tokens
         return self.context_window - min(self.max_output_tokens, self.context_window // 2)
 
     @property
