@@ -15,8 +15,10 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -34,6 +36,7 @@ from worker.local.stack import (
     start_postgres,
     start_temporal,
 )
+from worker.settings import Settings
 
 INTEGRATION_FIXTURES = {"postgres_server", "database_url", "store", "temporal_address", "temporal_client"}
 
@@ -133,3 +136,20 @@ def temporal_address(stack_dir: Path) -> Iterator[str]:
 async def temporal_client(temporal_address: str) -> Client:
     return await Client.connect(temporal_address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
                                 data_converter=pydantic_data_converter)
+
+
+StackSettings = Callable[..., Settings]
+
+
+@pytest.fixture(scope="session")
+def stack_settings(database_url: str, temporal_address: str, stack_dir: Path) -> StackSettings:
+    """``stack_settings(name, **fields)``: the settings of a worker or API on the test stack,
+    on a task queue of its own (so only its workers poll it) and with its data under the
+    stack dir in ``{name}-data``; ``fields`` set the rest."""
+
+    def make(name: str, **fields: Any) -> Settings:
+        return Settings(temporal_address=temporal_address, database_url=database_url,
+                        task_queue=f"lanes-{name}-{uuid.uuid4().hex[:8]}", data_dir=stack_dir / f"{name}-data",
+                        **fields)
+
+    return make

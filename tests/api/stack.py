@@ -12,7 +12,6 @@ import asyncio
 import os
 import socket
 import threading
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import uvicorn
 
 from lanes_client import AsyncLanesClient
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory
+from tests.conftest import StackSettings
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
@@ -150,16 +150,10 @@ _users = 0
 
 
 @pytest.fixture(scope="session")
-def api_settings(database_url: str, temporal_address: str, stack_dir: Path) -> Settings:
+def api_settings(stack_settings: StackSettings, stack_dir: Path) -> Settings:
     if "settings" not in _shared:
-        _shared["settings"] = Settings(
-            temporal_address=temporal_address,
-            database_url=database_url,
-            task_queue=f"lanes-api-{uuid.uuid4().hex[:8]}",
-            data_dir=stack_dir / "api-data",
-            openai_base_url=UNREACHABLE_MODEL_URL,
-            replay_roots=[DEFAULT_TRAJECTORY_ROOT, stack_dir / "recordings"],
-        )
+        _shared["settings"] = stack_settings("api", openai_base_url=UNREACHABLE_MODEL_URL,
+                                             replay_roots=[DEFAULT_TRAJECTORY_ROOT, stack_dir / "recordings"])
     return _shared["settings"]  # type: ignore[return-value]
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
 from recordings import Trajectory
+from tests.conftest import StackSettings
 from tests.integration.scripted_model import ScriptedModel
 from tests.integration.support import LIVE_SCRIPT
 from tests.recordings import LONG_TRAJECTORY, load_recording
@@ -39,15 +38,8 @@ def scripted_model() -> Iterator[ScriptedModel]:
 
 
 @pytest.fixture(scope="session")
-def settings(database_url: str, temporal_address: str, stack_dir: Path, scripted_model: ScriptedModel) -> Settings:
-    return Settings(
-        temporal_address=temporal_address,
-        database_url=database_url,
-        task_queue=f"lanes-test-{uuid.uuid4().hex[:8]}",
-        data_dir=stack_dir / "data",
-        openai_base_url=scripted_model.base_url,
-        openai_api_key="sk-test-not-a-secret",
-    )
+def settings(stack_settings: StackSettings, scripted_model: ScriptedModel) -> Settings:
+    return stack_settings("test", openai_base_url=scripted_model.base_url, openai_api_key="sk-test-not-a-secret")
 
 
 @pytest.fixture(scope="session")

@@ -6,13 +6,13 @@ own test (no in-process worker polls it), so a test decides which processes exis
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from recordings import Trajectory
+from tests.conftest import StackSettings
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from tests.workers.support import WorkerProcess
 from worker.replay.model_server import ReplayModelServer
@@ -40,14 +40,9 @@ def replay_server(workers_replay_server: ReplayModelServer) -> Iterator[ReplayMo
 
 
 @pytest.fixture
-def queue_settings(database_url: str, temporal_address: str, stack_dir: Path) -> Settings:
+def queue_settings(stack_settings: StackSettings) -> Settings:
     """Settings with a fresh task queue: only this test's worker processes poll it."""
-    return Settings(
-        temporal_address=temporal_address,
-        database_url=database_url,
-        task_queue=f"lanes-workers-{uuid.uuid4().hex[:8]}",
-        data_dir=stack_dir / "data",
-    )
+    return stack_settings("workers")
 
 
 @pytest.fixture
