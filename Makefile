@@ -36,6 +36,9 @@ test-tools:
 	@[ -x .tools/node_modules/.bin/claude ] || { command -v npm >/dev/null 2>&1 \
 	  && npm install --silent --no-audit --no-fund --prefix .tools @anthropic-ai/claude-code@2.1 >/dev/null 2>&1; } \
 	  || echo "not installed: @anthropic-ai/claude-code (tests/gateway/test_claude_code.py will be skipped)"
+	@[ -x .tools/aider/bin/aider ] || { $(PYTHON) -m venv .tools/aider \
+	  && .tools/aider/bin/pip install --quiet 'aider-chat>=0.86,<0.87' >/dev/null 2>&1; } \
+	  || echo "not installed: aider-chat (tests/gateway/test_aider.py will be skipped)"
 	@missing=""; for pair in chromium:chromium shellcheck:shellcheck bwrap:bubblewrap; do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \

@@ -41,6 +41,16 @@ class GatewayTurns:
             "ORDER BY position DESC, created_at DESC LIMIT 1", tenant, chains))
         return None if row is None else (row["session_id"], row["position"])
 
+    async def answered_after(self, tenant: str, position: int, chain: str, asked: str) -> str | None:
+        """The newest of the tenant's sessions that hold ``chain`` at ``position`` and, right
+        after it, an answer to a call that asked for the model ``asked``."""
+        row = await self.store.run(lambda c: c.fetchrow(
+            "SELECT a.session_id FROM gateway_turns t JOIN gateway_turns a "
+            "ON a.session_id = t.session_id AND a.position = t.position + 1 "
+            "WHERE t.tenant = $1 AND t.position = $2 AND t.chain = $3 AND a.answer ->> 'asked' = $4 "
+            "ORDER BY a.created_at DESC LIMIT 1", tenant, position, chain, asked))
+        return None if row is None else row["session_id"]
+
     async def turns(self, session_id: str) -> list[GatewayTurn]:
         rows = await self.store.run(lambda c: c.fetch(
             "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 ORDER BY position",

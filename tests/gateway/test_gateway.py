@@ -152,6 +152,28 @@ def test_a_retried_call_is_answered_from_the_store(gateway: str, upstream: Scrip
     assert [i["kind"] for i in stored(gateway, session_of(first))] == ["user", "assistant"]
 
 
+def test_the_same_call_to_another_model_is_answered_by_that_model(gateway: str, upstream: ScriptedUpstream):
+    first_model, other_model = model(), model()
+    upstream.script(first_model, Scripted(text="the first model's answer"))
+    upstream.script(other_model, Scripted(text="the other model's answer"), Scripted(text="and its next"))
+    client = openai_client(gateway)
+    messages = [{"role": "user", "content": f"question {uuid.uuid4().hex}"}]
+    first = client.chat.completions.with_raw_response.create(model=first_model, messages=messages)
+    other = client.chat.completions.with_raw_response.create(model=other_model, messages=messages)
+    assert other.parse().choices[0].message.content == "the other model's answer"  # not replayed
+    assert len(upstream.of(other_model)) == 1
+    assert session_of(other) != session_of(first)  # a branch: the first session is unchanged
+    assert [i["text"] for i in stored(gateway, session_of(first))][-1] == "the first model's answer"
+    # each branch continues with its own answer; a retry of either is still answered from the store
+    again = client.chat.completions.with_raw_response.create(model=first_model, messages=messages)
+    assert again.parse().choices[0].message.content == "the first model's answer" and len(upstream.of(first_model)) == 1
+    follow = [*messages, {"role": "assistant", "content": "the other model's answer"}, {"role": "user", "content": "go on"}]
+    next_call = client.chat.completions.with_raw_response.create(model=other_model, messages=follow)
+    assert next_call.parse().choices[0].message.content == "and its next"
+    assert session_of(next_call) == session_of(other)
+    assert [i["kind"] for i in stored(gateway, session_of(other))] == ["user", "assistant", "user", "assistant"]
+
+
 def test_conversations_stay_apart_and_an_edited_history_branches(gateway: str, upstream: ScriptedUpstream):
     name = model()
     client = openai_client(gateway)

@@ -46,8 +46,9 @@ class Answer:
         return replace(self.turn, tool_calls=tuple(c for c in self.turn.tool_calls if c.name != RECALL_TOOL))
 
 
-def stored_answer(rounds: list[Answer]) -> dict[str, Any]:
-    """The answer row the gateway keeps for a call (replayed when the call is retried)."""
+def stored_answer(rounds: list[Answer], asked: str) -> dict[str, Any]:
+    """The answer row the gateway keeps for a call (replayed when the call is retried);
+    ``asked``: the model the agent asked for (the upstream may name it otherwise)."""
     final = rounds[-1]
     agent = final.for_agent()
     total = Usage()
@@ -56,5 +57,5 @@ def stored_answer(rounds: list[Answer]) -> dict[str, Any]:
     return {
         "text": agent.text, "tool_calls": [[c.id, c.name, c.arguments] for c in agent.tool_calls],
         "stop": final.stop, "usage": [total.prompt, total.cached, total.completion], "raw": final.raw,
-        "stripped": len(agent.tool_calls) != len(final.turn.tool_calls),
+        "stripped": len(agent.tool_calls) != len(final.turn.tool_calls), "asked": asked,
     }

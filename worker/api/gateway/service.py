@@ -92,7 +92,18 @@ class Gateway:
         table = await self.turns_table()
         sid, stored = await self._session_of(table, chains, session_header)
         matched = _matched(stored, chains)
-        if sid is not None and matched == len(chains) and len(stored) > matched and stored[matched].answer:
+        answered = stored[matched].answer if sid is not None and matched == len(chains) < len(stored) else None
+        if sid is not None and answered and _asked(answered) not in (None, model):
+            # the same conversation put to another model: the answer that model gave, if any (a
+            # branch), else it is answered in a new branch
+            sibling = await table.answered_after(self.tenant, len(chains) - 1, chains[-1], model)
+            if sibling is None:
+                log.info("gateway: %s answered this conversation with another model: a new branch", sid)
+            else:
+                sid, stored = sibling, await table.turns(sibling)
+                matched = _matched(stored, chains)
+                answered = stored[matched].answer if matched == len(chains) < len(stored) else None
+        if sid is not None and answered and _asked(answered) in (None, model):
             return await self._replay(table, sid, stored[matched])
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
             if sid is not None:
@@ -125,10 +136,10 @@ class Gateway:
             streamed = await upstream.open_stream(request)
 
             async def store(answer: Answer) -> None:
-                await self._keep_answer(table, sid, chains, [answer], {})
+                await self._keep_answer(table, sid, chains, [answer], {}, model)
 
             return Served(session_id=sid, answer={}, stream=streamed.events(until_stored=store))
-        return await self._answer(table, sid, chains, request, upstream, offers_recall)
+        return await self._answer(table, sid, chains, request, upstream, offers_recall, model)
 
     async def _session_of(self, table: GatewayTurns, chains: list[str],
                           header: str | None) -> tuple[str | None, list[GatewayTurn]]:
@@ -143,10 +154,10 @@ class Gateway:
     async def _open(self, conversation: Conversation, model: str, tools: list[dict[str, Any]], budget: int | None,
                     table: GatewayTurns, chains: list[str]) -> str:
         """A new session for the call's conversation, opened under an id derived from the whole
-        of it, so that copies of one call sent at once open one session (the others wait for it
-        to start). Every turn is claimed in one write before anyone can find the session, so no
+        of it and the model asked, so that copies of one call sent at once open one session (the
+        others wait for it to start). Every turn is claimed in one write before anyone can find the session, so no
         other conversation continues it. Its system prompt is its first item."""
-        sid = "ses-" + hashlib.sha256(f"{self.tenant}|{chains[-1]}".encode()).hexdigest()[:12]
+        sid = "ses-" + hashlib.sha256(f"{self.tenant}|{model}|{chains[-1]}".encode()).hexdigest()[:12]
         body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
                              budget_tokens=budget or self.be.settings.gateway_budget_tokens,
                              tool_definitions=_definitions(tools), tools="recall", recall="tool")
@@ -200,7 +211,7 @@ class Gateway:
         return result.request
 
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
-                      offers_recall: bool) -> Served:
+                      offers_recall: bool, model: str) -> Served:
         extra = [upstream.recall_tool()] if offers_recall else []
         rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # as the upstream is sent them
         answers: list[Answer] = []
@@ -217,13 +228,13 @@ class Gateway:
             rounds.append(upstream.round_messages(answer, results))
             if answer.for_agent().tool_calls or len(rounds) >= MAX_RECALL_ROUNDS:
                 break  # the agent's own calls wait for it; or enough rounds: the answer as it is
-        return Served(session_id=sid, answer=await self._keep_answer(table, sid, chains, answers, recalled))
+        return Served(session_id=sid, answer=await self._keep_answer(table, sid, chains, answers, recalled, model))
 
     async def _keep_answer(self, table: GatewayTurns, sid: str, chains: list[str], answers: list[Answer],
-                           recalled: dict[str, str]) -> dict[str, Any]:
+                           recalled: dict[str, str], model: str) -> dict[str, Any]:
         """Put the answer beside the conversation, then store its items; the answer the agent
         gets (another attempt's, when a concurrent one put its own there first)."""
-        answer_row = stored_answer(answers)
+        answer_row = stored_answer(answers, model)
         position = len(chains)
         chain = next_chain(chains[-1], answers[-1].for_agent())
         row = await table.put_answer(sid, self.tenant, position, chain, answer_row)
@@ -278,6 +289,12 @@ class Gateway:
         assert row.answer is not None
         await self._stored_by_its_writer(table, sid, row)
         return Served(session_id=sid, answer=row.answer, replayed=True)
+
+
+def _asked(answer: dict[str, Any]) -> str | None:
+    """The model an answer row's call asked for (None in rows written before it was kept)."""
+    asked = answer.get("asked")
+    return asked if isinstance(asked, str) else None
 
 
 def _matched(stored: list[GatewayTurn], chains: list[str]) -> int:
