@@ -42,6 +42,7 @@ import _results
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 
 from activities.tokens import count_message_tokens
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, iter_trajectories
@@ -52,6 +53,7 @@ from worker.worker import build_worker, connect
 
 TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
 COUNT_MODEL = "gpt-4o-mini"  # one tokenizer for both sides
+STREAM_GAP_SECONDS = 0.05  # between a streamed answer's first chunk and the rest
 
 
 class RecordedUpstream:
@@ -65,7 +67,7 @@ class RecordedUpstream:
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
-        async def complete(request: Request) -> dict:
+        async def complete(request: Request) -> Any:
             body = await request.json()
             model = body["model"]
             tokens = sum(count_message_tokens(m, COUNT_MODEL) for m in body["messages"])
@@ -74,12 +76,30 @@ class RecordedUpstream:
                 self.seen.setdefault(model, []).append(json.dumps(body["messages"]))
                 script = self.answers.get(model, [])
                 message = script.pop(0) if script else {"role": "assistant", "content": "done"}
+            if body.get("stream"):
+                return StreamingResponse(self._chunks(model, message, tokens), media_type="text/event-stream")
             return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": model,
                     "choices": [{"index": 0, "message": message,
                                  "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1}}
 
         self.app = app
+
+    @staticmethod
+    async def _chunks(model: str, message: dict[str, Any], tokens: int):
+        """A text answer as Chat Completions chunks: the first at once, the rest after
+        STREAM_GAP_SECONDS (so the first byte and the whole answer are told apart)."""
+        def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict | None = None) -> bytes:
+            data = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            if usage is not None:
+                data["usage"] = usage
+            return f"data: {json.dumps(data)}\n\n".encode()
+        yield chunk({"role": "assistant", "content": ""})
+        await asyncio.sleep(STREAM_GAP_SECONDS)
+        yield chunk({"content": message.get("content") or "done"})
+        yield chunk({}, "stop", {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1})
+        yield b"data: [DONE]\n\n"
 
 
 def serve(app: Any) -> tuple[uvicorn.Server, int]:
@@ -179,12 +199,14 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
             print(f"  {trajectory.id}: {per_file[-1]['gateway_tokens'] / per_file[-1]['direct_tokens']:.3f}x",
                   file=sys.stderr)
         concurrent = await misrouting(http, gateway_url, upstream, trajectories[0], args.concurrent)
+        streaming = await first_bytes(http, gateway_url, direct_url, upstream, args.stream_calls)
+        long = await long_conversation(http, gateway_url, upstream, args.long_calls, args.budget, args.out_long)
     api.should_exit = True
     up_server.should_exit = True
     gateway_total = sum(f["gateway_tokens"] for f in per_file)
     direct_total = sum(f["direct_tokens"] for f in per_file)
     return {
-        "driver": "bench/gateway.py", "args": {k: str(v) for k, v in vars(args).items() if k != "out"},
+        "driver": "bench/gateway.py", "args": {k: str(v) for k, v in vars(args).items() if k not in ("out", "out_long")},
         "machine": _results.machine(), "sources": _results.sources_digest(),
         "files": per_file,
         "input_tokens": {"gateway": gateway_total, "direct": direct_total,
@@ -194,6 +216,8 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
                     "direct_p50": pct(direct_ms, 0.5), "direct_p99": pct(direct_ms, 0.99),
                     "added_p50": round(pct(gateway_ms, 0.5) - pct(direct_ms, 0.5), 2), "calls": len(gateway_ms)},
         "concurrent": concurrent,
+        "streaming": streaming,
+        "long_conversation": long,
     }
 
 
@@ -235,12 +259,92 @@ async def misrouting(http: httpx.AsyncClient, url: str, upstream: RecordedUpstre
             "misrouted": misrouted, "sessions": len(sessions), "examples": examples}
 
 
+async def first_bytes(http: httpx.AsyncClient, gateway_url: str, direct_url: str, upstream: RecordedUpstream,
+                      calls: int) -> dict[str, Any]:
+    """Streamed calls, each a new two-turn conversation: the time to the first event and to the
+    end, through the gateway and direct (the upstream waits STREAM_GAP_SECONDS after its first)."""
+    timings: dict[str, dict[str, list[float]]] = {}
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    for route, url in (("gateway", gateway_url), ("direct", direct_url)):
+        first, whole = [], []
+        for n in range(calls):
+            model = f"stream-{route}-{n}"
+            upstream.answers[model] = [{"role": "assistant", "content": f"streamed answer {n}"}]
+            body = {"model": model, "stream": True, "messages": [
+                {"role": "system", "content": "You are terse."}, {"role": "user", "content": f"stream {n} {route}"}]}
+            started = time.perf_counter()
+            async with http.stream("POST", url, json=body, headers=headers) as response:
+                seen = None
+                async for line in response.aiter_lines():
+                    if line.startswith("data:") and seen is None:
+                        seen = time.perf_counter()
+                if response.status_code != 200 or seen is None:
+                    raise SystemExit(f"streamed call via {route}: HTTP {response.status_code}")
+            first.append((seen - started) * 1000)
+            whole.append((time.perf_counter() - started) * 1000)
+        timings[route] = {"first": first, "whole": whole}
+    g, d = timings["gateway"], timings["direct"]
+    return {"calls": calls, "gap_ms": STREAM_GAP_SECONDS * 1000,
+            "first_byte_p50": {"gateway": pct(g["first"], 0.5), "direct": pct(d["first"], 0.5)},
+            "first_byte_p99": {"gateway": pct(g["first"], 0.99), "direct": pct(d["first"], 0.99)},
+            "added_first_byte_p50": round(pct(g["first"], 0.5) - pct(d["first"], 0.5), 2),
+            "whole_p50": {"gateway": pct(g["whole"], 0.5), "direct": pct(d["whole"], 0.5)}}
+
+
+async def long_conversation(http: httpx.AsyncClient, url: str, upstream: RecordedUpstream, calls: int,
+                            budget: int, progress: Path | None) -> dict[str, Any]:
+    """One conversation of ``calls`` calls, each a short user turn and a short answer, the whole
+    conversation sent every time: call time and request size as it grows, the largest upstream
+    request, and how many sessions hold it (one). ``progress``: rewritten every 250 calls."""
+    model = "long-conversation"
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You keep a running log. Answer briefly."}]
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Lanes-Budget-Tokens": str(budget)}
+    times: list[float] = []
+    sizes: list[int] = []
+    sessions: set[str | None] = set()
+    error: str | None = None
+    started = time.perf_counter()
+
+    def summary() -> dict[str, Any]:
+        window = max(1, min(100, len(times) // 10))
+        sent = upstream.sent_tokens.get(model, [])
+        return {"calls": len(times), "asked": calls, "seconds": round(time.perf_counter() - started, 1),
+                "sessions": len(sessions), "error": error,
+                "first_calls_ms_p50": pct(times[:window], 0.5), "last_calls_ms_p50": pct(times[-window:], 0.5),
+                "last_calls_ms_p99": pct(times[-window:], 0.99), "window": window,
+                "last_body_bytes": sizes[-1] if sizes else 0,
+                "largest_upstream_request_tokens": max(sent, default=0),
+                "over_budget_requests": sum(t > budget for t in sent),
+                "ms_by_thousand": [pct(times[k:k + 1000], 0.5) for k in range(0, len(times), 1000)]}
+
+    for n in range(calls):
+        messages.append({"role": "user", "content": f"Entry {n}: the build of commit {n:05d} passed in {n % 97} s."})
+        upstream.answers[model] = [{"role": "assistant", "content": f"Logged entry {n}."}]
+        body = json.dumps({"model": model, "messages": messages})
+        sizes.append(len(body))
+        call_started = time.perf_counter()
+        response = await http.post(url, content=body, headers={**headers, "Content-Type": "application/json"})
+        times.append((time.perf_counter() - call_started) * 1000)
+        if response.status_code != 200:
+            error = f"call {n}: HTTP {response.status_code}: {response.text[:300]}"
+            break
+        sessions.add(response.headers.get("x-lanes-session"))
+        messages.append({"role": "assistant", "content": response.json()["choices"][0]["message"]["content"]})
+        if progress is not None and (n + 1) % 250 == 0:
+            progress.write_text(json.dumps(summary(), indent=1) + "\n")
+            print(f"  long conversation: {n + 1} calls, last p50 {summary()['last_calls_ms_p50']} ms", file=sys.stderr)
+    return summary()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=6, help="recorded sessions (spread over the folder)")
     parser.add_argument("--root", default=str(Path(DEFAULT_TRAJECTORY_ROOT) / "mini-swe-agent-gemini"))
     parser.add_argument("--budget", type=int, default=16_000)
     parser.add_argument("--concurrent", type=int, default=100)
+    parser.add_argument("--stream-calls", type=int, default=50, help="streamed calls for the first-byte time")
+    parser.add_argument("--long-calls", type=int, default=10_000, help="calls through one conversation")
+    parser.add_argument("--out-long", type=Path, help="where the long conversation's progress is written")
     parser.add_argument("--out", type=Path, help="write the result here only (not the committed results)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lanes-gateway-") as tmp, Stack(Path(tmp)) as stack:
