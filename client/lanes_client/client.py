@@ -36,6 +36,7 @@ from lanes_client.retry import RetryPolicy
 from lanes_client.schemas import EventOut
 from lanes_client.shapes import SessionStatus
 from lanes_client.stream import EventStream, public_error
+from lanes_client.tokens import resolve_token, token_hint
 
 # Importable from here too, as from the earlier one-module client (``from lanes_client.client import ...``).
 __all__ = ["DEFAULT_URL", "AsyncLanesClient", "LanesAPIError", "LanesClient", "assistant_item", "note_item",
@@ -141,15 +142,19 @@ class _Config:
     def __init__(self, base_url: str | None, token: str | None, timeout: float, max_retries: int,
                  retry: RetryPolicy | None) -> None:
         self.base_url = (base_url or os.environ.get("LANES_API_URL") or DEFAULT_URL).rstrip("/")
-        token = token if token is not None else os.environ.get("LANES_API_TOKEN")
+        token, self.token_source = resolve_token(token)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self.retry = retry if retry is not None else RetryPolicy(max_retries=max_retries)
 
+    def hint(self, response: httpx.Response) -> str | None:
+        """What an error's message adds: for a 401, where the token sent came from."""
+        return token_hint(self.token_source) if response.status_code == 401 else None
+
     def answer(self, call: Call[R], response: httpx.Response) -> R:
         """The parsed answer, or the typed error of an error status."""
         if response.status_code >= 400 and response.status_code not in call.accept:
-            raise error_from_response(response)
+            raise error_from_response(response, self.hint(response))
         try:
             return call.parse(response.json())
         except ValueError as exc:  # not JSON, or not the shape expected (pydantic's error is a ValueError)
@@ -231,7 +236,7 @@ class AsyncLanesClient(_Calls, _Config):
                 async with aconnect_sse(self._http, "GET", stream.path, **stream.request()) as source:
                     if source.response.status_code >= 400:
                         await source.response.aread()
-                        raise error_from_response(source.response)
+                        raise error_from_response(source.response, self.hint(source.response))
                     async for sse in source.aiter_sse():
                         if (event := stream.accept(sse)) is not None:
                             yield event
@@ -303,7 +308,7 @@ class LanesClient(_Calls, _Config):
                 with connect_sse(self._http, "GET", stream.path, **stream.request()) as source:
                     if source.response.status_code >= 400:
                         source.response.read()
-                        raise error_from_response(source.response)
+                        raise error_from_response(source.response, self.hint(source.response))
                     for sse in source.iter_sse():
                         if (event := stream.accept(sse)) is not None:
                             yield event

@@ -106,8 +106,9 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def error_from_response(response: httpx.Response) -> LanesAPIError:
-    """The typed error of an error response (its body read already)."""
+def error_from_response(response: httpx.Response, hint: str | None = None) -> LanesAPIError:
+    """The typed error of an error response (its body read already); ``hint`` is added to its
+    message."""
     status = response.status_code
     cls = _BY_STATUS.get(status, ServerError if status >= 500 else LanesAPIError)
     retry_after = retry_after_seconds(response.headers.get("Retry-After"))
@@ -118,4 +119,6 @@ def error_from_response(response: httpx.Response) -> LanesAPIError:
             error.get("details")
     except (ValueError, AttributeError):
         code, message, details = "error", response.text[:500] or response.reason_phrase, None
+    if hint:
+        message = f"{message} {hint}"
     return cls(status, code, message, details, retry_after=retry_after)

@@ -154,3 +154,22 @@ async def test_every_answer_parses_without_losing_a_field(api_stack):
         for call in calls:
             raw = http.request(call.method, call.path, params=call.query).raise_for_status().json()
             _same_keys(raw, _dump(call.parse(raw)), call.path)
+
+
+def test_a_client_without_a_token_reads_the_token_file_the_cli_reads(api_stack, tmp_path, monkeypatch):
+    monkeypatch.delenv("LANES_API_TOKEN", raising=False)
+    monkeypatch.setenv("LANES_DATA_DIR", str(tmp_path))
+    (tmp_path / "api-token").write_text(api_stack.token_a + "\n")  # as the API writes it
+    with LanesClient(api_stack.base_url) as lanes:
+        assert isinstance(lanes.list_sessions(limit=1).sessions, list)
+    (tmp_path / "api-token").write_text("token-that-the-api-never-issued\n")
+    with LanesClient(api_stack.base_url) as lanes, pytest.raises(AuthenticationError) as refused:
+        lanes.list_sessions(limit=1)
+    assert f"the token file {tmp_path / 'api-token'}" in str(refused.value)  # says which file was read
+    (tmp_path / "api-token").unlink()
+    with LanesClient(api_stack.base_url) as lanes, pytest.raises(AuthenticationError) as missing:
+        lanes.list_sessions(limit=1)
+    assert f"the token file {tmp_path / 'api-token'} does not exist" in str(missing.value)
+    monkeypatch.setenv("LANES_API_TOKEN", api_stack.token_a)  # the variable comes before the file
+    with LanesClient(api_stack.base_url) as lanes:
+        assert isinstance(lanes.list_sessions(limit=1).sessions, list)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_TASK_FAILED, EXIT_STILL_RUNNING = 1, 2, 3, 4, 5
 DEFAULT_API_URL = "http://127.0.0.1:8000"  # lanes_client.DEFAULT_URL, without importing httpx for --help
-TOKEN_FILE = "api-token"  # worker.api.main.TOKEN_FILE
 PIPED_WIDTH = 100_000  # "no terminal": lines as long as their content
 
 
@@ -58,24 +56,22 @@ def fail(prog: str, message: str, code: int = 1) -> typer.Exit:
 # --- the API's address and token ---------------------------------------------------------------
 
 
+# The token and data-dir rules are the client's (lanes_client.tokens), imported when used: the
+# client package loads httpx, which `lanes --help` does not need.
 def data_dir() -> Path:
-    """``LANES_DATA_DIR`` or ``./.lanes`` (as worker.settings resolves it, without pydantic)."""
-    configured = os.environ.get("LANES_DATA_DIR", "").strip()
-    path = Path(configured).expanduser() if configured else Path(".lanes")
-    return path if path.is_absolute() else Path.cwd() / path
+    """``LANES_DATA_DIR`` or ``./.lanes``."""
+    from lanes_client.tokens import data_dir as client_data_dir
 
-
-def token_path() -> Path:
-    return data_dir() / TOKEN_FILE
+    return client_data_dir()
 
 
 @dataclass(frozen=True)
 class Api:
-    """``--url``/``--token``/``--json`` of an API command, and where the token came from."""
+    """``--url``/``--token``/``--json`` of an API command. Without ``--token`` the client finds
+    the token as the CLI documents it (lanes_client.tokens), and a 401 says where it looked."""
 
     url: str | None
     token: str | None
-    token_source: str  # for the 401 hint
     json: bool = False
 
     def client(self) -> AsyncLanesClient:
@@ -85,23 +81,7 @@ class Api:
 
 
 def api(url: str | None, token: str | None, as_json: bool = False) -> Api:
-    """The token: ``--token``, else ``$LANES_API_TOKEN``, else the file ``lanes api`` wrote."""
-    if token:
-        return Api(url, token, "--token", as_json)
-    if os.environ.get("LANES_API_TOKEN"):
-        return Api(url, os.environ["LANES_API_TOKEN"], "$LANES_API_TOKEN", as_json)
-    path = token_path()
-    try:
-        found = path.read_text(encoding="utf-8").strip() or None
-    except OSError:
-        found = None
-    source = f"the token file {path}" if found else f"no token: the token file {path} does not exist"
-    return Api(url, found, source, as_json)
-
-
-def token_hint(source: str) -> str:
-    return (f"  ({source}; the API writes its token to <LANES_DATA_DIR or ./.lanes>/{TOKEN_FILE}: "
-            "set LANES_DATA_DIR to the folder 'lanes dev' uses, or LANES_API_TOKEN, or pass --token)")
+    return Api(url, token or None, as_json)
 
 
 UrlOption = Annotated[str | None, typer.Option("--url", help=f"API address [default: $LANES_API_URL or {DEFAULT_API_URL}]",
@@ -130,8 +110,6 @@ def run_api(prog: str, api_: Api, command: Callable[[], Awaitable[int | None]]) 
                    EXIT_STILL_RUNNING) from None
     except LanesAPIError as exc:
         print(f"{prog}: HTTP {exc.status} ({exc.code}): {exc.message}", file=sys.stderr)
-        if exc.status == 401:
-            print(token_hint(api_.token_source), file=sys.stderr)
         raise typer.Exit(EXIT_API) from None
     except LanesError as exc:  # no connection, or no answer in time (after the client's retries)
         raise fail(prog, f"{exc} ('lanes dev' starts a local API)", EXIT_UNREACHABLE) from None
