@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -56,6 +57,18 @@ def test_demo_replays_the_whole_recording_and_ui_keeps_the_inspector_up(database
         assert httpx.get(url.group(1).split("#")[0], timeout=10).status_code == 200
         with LanesClient(f"http://127.0.0.1:{port}", url.group(3)) as lanes:
             assert lanes.context(summary["session_id"]).compactions == summary["compactions"]
+        # the printed CLI command runs as printed, in a shell without the virtualenv on PATH
+        for _ in range(100):  # printed right after the summary
+            if (cli := re.search(r"^CLI: +(.+)$", log.read_text(), re.M)) is not None:
+                break
+            time.sleep(0.1)
+        assert cli is not None, log.read_text()
+        bare = {**env, "PATH": os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
+                                               if not p.startswith(str(REPO / ".venv")))}
+        ran = subprocess.run(["bash", "-c", cli.group(1)], env=bare, cwd=REPO, capture_output=True, text=True,
+                             timeout=60)
+        assert ran.returncode == 0 and f"compactions {summary['compactions']}," in ran.stdout, (
+            cli.group(1), ran.stdout[-2000:], ran.stderr[-2000:])
     finally:
         if demo.poll() is None:
             os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C, as the note says

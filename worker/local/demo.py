@@ -25,6 +25,7 @@ from activities.store import Store
 from recordings import load_trajectory
 from worker import sessions
 from worker.local.api_process import DEFAULT_API_PORT, LocalApi, check_port, start_api
+from worker.local.commands import installed_command
 from worker.local.replay_session import DEFAULT_REPLAY_BUDGET, DEFAULT_TRAJECTORY, session_body
 from worker.local.stack import Stack, free_port, kill_process, port_is_free
 from worker.replay.model_server import ReplayModelServer
@@ -164,16 +165,16 @@ def print_summary(summary: dict, console: Console) -> None:
 
 def print_next_steps(summary: dict, console: Console, api: LocalApi | None) -> None:
     """Point at what still exists: the running stack, or how to get one that stays."""
+    lanes = installed_command("lanes")
     if api is None:
         console.print("The demo's stack has stopped. To watch a session compact in the inspector: "
-                      "[bold]lanes demo --ui[/bold] (make run ARGS=--ui), or [bold]lanes dev --replay[/bold].")
+                      f"[bold]{lanes} demo --ui[/bold] (make run ARGS=--ui), or [bold]{lanes} dev --replay[/bold].")
         return
-    temporal = Path(sys.executable).parent / "temporal"
     console.print(f"Inspector: {api.ui_url(summary['session_id'])}")
-    console.print(f"Temporal:  {temporal} workflow show --address {summary['temporal_address']} "
+    console.print(f"Temporal:  {installed_command('temporal')} workflow show --address {summary['temporal_address']} "
                   f"-w {summary['session_id']}")
     console.print(f"CLI:       LANES_API_URL={api.url} LANES_DATA_DIR={Path(api.token_source).parent} "
-                  f"lanes context {summary['session_id']}")
+                  f"{lanes} context {summary['session_id']}")
 
 
 def run(args: DemoOptions) -> int:
@@ -209,10 +210,10 @@ def _run(args: DemoOptions, console: Console, data_dir: Path) -> int:
                                 replay_roots=[Path(args.trajectory).resolve().parent])
         summary = asyncio.run(run_demo(args, stack, temporal_address, console, api))
         if args.json:
-            print(json.dumps(summary))
+            print(json.dumps(summary), flush=True)
         else:
             print_summary(summary, console)
-            print_next_steps(summary, console, api)
+        print_next_steps(summary, console, api)  # with --json on stderr, as every note
         if args.keep_running:
             console.print("The stack is running; Ctrl-C stops everything.")
             try:

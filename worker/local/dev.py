@@ -18,6 +18,7 @@ from rich.console import Console
 
 from worker import tracing
 from worker.local.api_process import DEFAULT_API_PORT, LocalApi, LocalStackError, check_port, start_api
+from worker.local.commands import installed_command
 from worker.local.stack import Stack
 from worker.settings import get_settings, redact_url
 
@@ -125,7 +126,7 @@ def _banner(out: Console, options: DevOptions, stack: Stack, data_dir: Path, api
     if options.quiet:
         out.print(api.ui_url(replay.session_id if replay else None))
         return
-    temporal = Path(sys.executable).parent / "temporal"
+    temporal = installed_command("temporal")
     out.print(f"[bold]Context Lanes local stack[/bold] (data in {data_dir})")
     out.print(f"  Temporal   {stack.temporal_address}  ({temporal} workflow list --address {stack.temporal_address})")
     out.print(f"  PostgreSQL {redact_url(stack.dsn)}")
@@ -136,7 +137,8 @@ def _banner(out: Console, options: DevOptions, stack: Stack, data_dir: Path, api
         out.print(f"  replay     model {replay.model_url}; session [bold]{replay.session_id}[/bold] replays "
                   f"{replay.trajectory}")
     out.print(f"  inspector  {api.ui_url(replay.session_id if replay else None)}")
-    out.print(f"CLI from another folder: export LANES_API_URL={api.url} LANES_DATA_DIR={data_dir}")
+    out.print(f"CLI from another folder: export LANES_API_URL={api.url} LANES_DATA_DIR={data_dir}"
+              f"  (the CLI: {installed_command('lanes')})")
     out.print("Ctrl-C stops everything.")
 
 
