@@ -382,9 +382,37 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
   PostgreSQL writes and reads; a real model's seconds dwarf it, but it is the gateway's cost.
 - **{conc['conversations']} concurrent conversations** (one system prompt, {conc['calls']} calls, {conc['seconds']} s):
   {conc['sessions']} sessions, **{conc['misrouted']} misrouted**, errors {len(conc['errors'])}.
+{streaming_lines(result.get("streaming"))}{long_lines(result.get("long_conversation"))}\
 - Cannot see: a real provider's latency and prompt cache (the upstream answers at once), recall
   rounds (the recorded model never recalls), answers that differ from the recording.
 """
+
+
+def streaming_lines(streaming: dict[str, Any] | None) -> str:
+    if not streaming or not streaming.get("calls"):
+        return ""
+    first, whole = streaming["first_byte_p50"], streaming["whole_p50"]
+    return (f"- **Streaming, first byte** ({streaming['calls']} streamed calls each way; the upstream sends its "
+            f"first chunk at once, the rest {streaming['gap_ms']:.0f} ms later): p50 {first['gateway']} ms through "
+            f"the gateway vs {first['direct']} ms direct, {streaming['added_first_byte_p50']} ms added (the goal "
+            f"was within 10 ms: not met; the gateway stores the turn and plans before it calls the upstream); "
+            f"whole answer p50 {whole['gateway']} vs {whole['direct']} ms.\n")
+
+
+def long_lines(long: dict[str, Any] | None) -> str:
+    if not long or not long.get("calls"):
+        return ""
+    why = long.get("stopped") or long.get("error")
+    partial = "" if long["calls"] >= long["asked"] else f" (of the {long['asked']:,} asked: {why})"
+    growth = (" The call time grows with the conversation: every call parses, digests and matches the whole "
+              "history it carries." if long["last_calls_ms_p50"] > 1.2 * long["first_calls_ms_p50"] else "")
+    by_thousand = ", ".join(f"{ms:.0f}" for ms in long["ms_by_thousand"])
+    return (f"- **One conversation of {long['calls']:,} calls**{partial}, its whole history sent every time "
+            f"({long['last_body_bytes'] / 1024:,.0f} KB per call at the end): {long['sessions']} session, largest "
+            f"upstream request {long['largest_upstream_request_tokens']:,} tokens, "
+            f"{long['over_budget_requests']} over the budget; call time p50 {long['first_calls_ms_p50']} ms over the "
+            f"first {long['window']} calls, {long['last_calls_ms_p50']} ms (p99 {long['last_calls_ms_p99']}) over "
+            f"the last; p50 per thousand calls: {by_thousand} ms.{growth}\n")
 
 
 if __name__ == "__main__":
