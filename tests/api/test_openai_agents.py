@@ -5,9 +5,12 @@ real stack (Temporal, PostgreSQL, worker, API)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 
 agents = pytest.importorskip("agents")
 
@@ -38,7 +41,7 @@ class ScriptedAgentModel:
         app = FastAPI()
 
         @app.post("/v1/chat/completions")
-        async def complete(request: Request) -> dict:
+        async def complete(request: Request) -> Any:
             body = await request.json()
             self.requests.append(body)
             self.turn += 1
@@ -50,12 +53,34 @@ class ScriptedAgentModel:
             else:
                 self.turn = 0
                 message = {"role": "assistant", "content": f"Read {CALLS} parts for: {self.task}"}
+            if body.get("stream"):  # Runner.run_streamed: the same answer as Chat Completions chunks
+                return StreamingResponse(_chunks(f"r{len(self.requests)}", body["model"], message),
+                                         media_type="text/event-stream")
             return {"id": f"r{len(self.requests)}", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "message": message,
                                  "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
         self.http = ThreadedServer(app)
+
+
+def _chunks(answer_id: str, model: str, message: dict) -> Iterator[bytes]:
+    def chunk(delta: dict, finish: str | None = None) -> bytes:
+        data = {"id": answer_id, "object": "chat.completion.chunk", "created": 0, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(data)}\n\n".encode()
+    yield chunk({"role": "assistant", "content": message.get("content") or ""})
+    if message.get("reasoning_content"):
+        yield chunk({"reasoning_content": message["reasoning_content"]})
+    for n, call in enumerate(message.get("tool_calls") or []):
+        yield chunk({"tool_calls": [{"index": n, "id": call["id"], "type": "function",
+                                     "function": {"name": call["function"]["name"], "arguments": ""}}]})
+        yield chunk({"tool_calls": [{"index": n, "function": {"arguments": call["function"]["arguments"]}}]})
+    yield chunk({}, "tool_calls" if message.get("tool_calls") else "stop")
+    usage = {"id": answer_id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [],
+             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    yield f"data: {json.dumps(usage)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
 
 
 @function_tool
@@ -72,7 +97,27 @@ def scripted():
     model.http.stop()
 
 
-async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(client_a, scripted):
+def user_text(message: dict) -> str | None:
+    """A user message's text, whether sent as a string or as text parts."""
+    if message.get("role") != "user":
+        return None
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+
+async def run_agent(mode: str, agent: Agent, text: str, session: LanesSession) -> str:
+    """One run as the SDK's ``Runner.run`` or ``Runner.run_streamed`` (its events read to the end)."""
+    if mode == "run":
+        done = await Runner.run(agent, text, session=session, run_config=session.run_config(), max_turns=CALLS + 5)
+        return done.final_output
+    streamed = Runner.run_streamed(agent, text, session=session, run_config=session.run_config(), max_turns=CALLS + 5)
+    async for _ in streamed.stream_events():
+        pass
+    return streamed.final_output
+
+
+@pytest.mark.parametrize("mode", ["run", "run_streamed"])
+async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(client_a, scripted, mode):
     # a DeepSeek model: the SDK sends its reasoning back as reasoning_content when given it back
     model = OpenAIChatCompletionsModel(model="deepseek-chat",
                                        openai_client=AsyncOpenAI(base_url=scripted.http.base_url, api_key="test"))
@@ -81,9 +126,10 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
     assert (await client_a.get_session(session.lanes_session_id)).config["tool_definitions"] == 1
 
     scripted.task = "first: read the parts"
-    first = await Runner.run(agent, "first: read the parts", session=session, run_config=session.run_config(),
-                             max_turns=CALLS + 5)
-    assert first.final_output == f"Read {CALLS} parts for: first: read the parts"
+    first = await run_agent(mode, agent, "first: read the parts", session)
+    assert first == f"Read {CALLS} parts for: first: read the parts"
+    # the first call of the run saw the run's input (a streamed run saves it only later)
+    assert user_text(scripted.requests[0]["messages"][-1]) == "first: read the parts"
     assert len(scripted.requests) == CALLS + 1
     # every call's input was the compacted request: within budget although the run read far more
     # (the tools the SDK sends count too: the session declared them, so the budget is charged)
@@ -115,13 +161,15 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
 
     # a second run continues the session: the first run's answer is still in its context
     scripted.task = "second: read more"
-    second = await Runner.run(agent, "second: read more", session=session, run_config=session.run_config(),
-                              max_turns=CALLS + 5)
-    assert second.final_output == f"Read {CALLS} parts for: second: read more"
+    second = await run_agent(mode, agent, "second: read more", session)
+    assert second == f"Read {CALLS} parts for: second: read more"
+    assert len(scripted.requests) == 2 * (CALLS + 1)
     seen = scripted.requests[CALLS + 1]["messages"]
-    assert any(m["role"] == "assistant" and m.get("content") == first.final_output for m in seen)
+    assert user_text(seen[-1]) == "second: read more"
+    assert any(m["role"] == "assistant" and m.get("content") == first for m in seen)
     history = await session.get_items()
     assert len([i for i in history if i.get("type") == "function_call_output"]) == 2 * CALLS
+    assert [i["content"] for i in history if i.get("role") == "user"] == ["first: read the parts", "second: read more"]
     assert max(sum(count_message_tokens(m) for m in r["messages"]) + count_tool_definitions(r["tools"])
                for r in scripted.requests) <= BUDGET
 

@@ -12,8 +12,9 @@ per-call model input filter so that compaction also happens inside one run.
 - ``get_items`` returns that raw history as the SDK gave it, every item, compacted or not.
 - ``input_filter`` (``RunConfig.call_model_input_filter``) replaces the input of every model
   call with the session's compacted request in Responses format, so a long run stays within
-  the session's budget. The SDK saves each turn before the next call, so the session holds
-  everything the call would have sent. The agent's own instructions are kept.
+  the session's budget. What the call's input holds that the session does not yet (a
+  streamed run saves its turn only after its calls) is stored first, and not again when the
+  SDK saves it. The agent's own instructions are kept.
 - The store is append-only: ``pop_item`` and ``clear_session`` do what the protocol says
   (the history no longer holds the item, or anything) by moving to a new Lanes session with
   the same configuration, re-appending the history minus the popped item (none, for a
@@ -65,6 +66,12 @@ class LanesSession:
         self.lanes_session_id = session_id
         self._config = config
         self._added = 0  # items added through this object: part of each append's idempotency key
+        # The SDK items the session holds, when known (a new session, or after get_items): the
+        # input filter stores what a call's input holds beyond them. A streamed run saves its
+        # turn only after its calls, so the filter stores it first (``_ahead``) and add_items
+        # skips it when the SDK saves it.
+        self._stored: int | None = None
+        self._ahead: list[dict[str, Any]] = []
 
     @classmethod
     async def create(cls, client: AsyncLanesClient, agent: Agent[Any] | None = None, **config: Any) -> LanesSession:
@@ -77,7 +84,9 @@ class LanesSession:
             if definitions := agent_tool_definitions(agent):
                 config.setdefault("tool_definitions", definitions)
         created = await client.create_session(mode="external", **config)
-        return cls(client, created.session_id, config=config)
+        session = cls(client, created.session_id, config=config)
+        session._stored = 0
+        return session
 
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The history as the SDK added it, oldest first (the latest ``limit`` when given)."""
@@ -90,10 +99,18 @@ class LanesSession:
             if page.next_after_seq is None:
                 break
             after = page.next_after_seq
+        self._stored, self._ahead = len(items), []
         return items if limit is None else items[-limit:] if limit > 0 else []
 
     async def add_items(self, items: list[Any]) -> None:
         plain = [_plain(item) for item in items]
+        stored_ahead = 0  # the leading items the input filter stored for this turn already
+        while stored_ahead < min(len(plain), len(self._ahead)) and plain[stored_ahead] == self._ahead[stored_ahead]:
+            stored_ahead += 1
+        self._ahead = self._ahead[stored_ahead:] if stored_ahead else []
+        await self._append(plain[stored_ahead:])
+
+    async def _append(self, plain: list[dict[str, Any]]) -> None:
         for start in range(0, len(plain), BATCH):
             batch = plain[start:start + BATCH]
             # the same batch at the same place (the SDK calling again after a failed call) is
@@ -102,6 +119,8 @@ class LanesSession:
                                  .encode()).hexdigest()[:40]
             await self.client.append_items(self.lanes_session_id, responses_items=batch, idempotency_key=f"sdk-{key}")
             self._added += len(batch)
+            if self._stored is not None:
+                self._stored += len(batch)
 
     async def pop_item(self) -> dict[str, Any] | None:
         """Remove and return the newest item: the history minus it moves to a new session."""
@@ -124,10 +143,16 @@ class LanesSession:
         created = await self.client.create_session(mode="external", **config)
         self.lanes_session_id = created.session_id
         self._config = config
+        self._stored, self._ahead = 0, []
         await self.add_items(keep)
 
     async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
-        """``call_model_input_filter``: the session's compacted request instead of the whole history."""
+        """``call_model_input_filter``: the session's compacted request instead of the whole history
+        (what the call's input holds that the session does not yet is stored first)."""
+        if self._stored is not None and len(data.model_data.input) > self._stored:
+            unsaved = [_plain(item) for item in data.model_data.input[self._stored:]]
+            await self._append(unsaved)
+            self._ahead.extend(unsaved)
         request = await self.client.next_request(self.lanes_session_id, format="responses")
         return ModelInputData(input=list(request.input), instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
