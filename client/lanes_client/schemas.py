@@ -8,7 +8,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from lanes_client.responses_items import ResponsesItemIn
 from lanes_client.shapes import (
@@ -256,6 +264,13 @@ class CapabilityOut(BaseModel):
 
 class NoteIn(Strict):
     text: str = Field(min_length=1, max_length=MAX_NOTE_CHARS)
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("a note must be non-empty text, not only whitespace")
+        return text
 
 
 class NoteOut(BaseModel):

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from lanes_client import AsyncLanesClient
+from lanes_client import AsyncLanesClient, user_item
 from tests.integration.scripted_model import ScriptedModel, tool_call
 from workflows.context import ids
 
@@ -261,10 +261,21 @@ async def test_pin_note_through_the_api_is_budget_checked(client_a, api_stack, s
     refused = await client_a.pin_note(sid, _text(6_000))
     assert refused.status == "refused" and refused.item_id is None and str(refused.need) in refused.message
     async with _raw(client_a, api_stack) as raw:
-        for body in ({"text": ""}, {"text": "x" * 20_001}, {"note": "x"}):
+        for body in ({"text": ""}, {"text": " \n\t "}, {"text": "x" * 20_001}, {"note": "x"}):
             answer = await raw.post(f"/v1/sessions/{sid}/notes", json=body)
             assert answer.status_code == 422, answer.text
     notes = [i for i in (await client_a.context(sid)).items if i.kind == "note"]
     assert [n.id for n in notes] == [pinned.item_id] and notes[0].lifecycle == "pinned"
     kinds = [e.kind for e in await _events(client_a, sid, "note.")]
     assert kinds == ["note.pinned", "note.refused"]
+
+
+async def test_a_blank_note_an_external_agent_appends_is_refused(client_a, api_stack, scripted):
+    sid = (await client_a.create_session(mode="external")).session_id
+    await client_a.append_items(sid, [user_item("go")])
+    async with _raw(client_a, api_stack) as raw:
+        for text in ("", "   ", "\n\t"):
+            blank = await raw.post(f"/v1/sessions/{sid}/items",
+                                   json={"items": [{"kind": "user", "text": "next"}, {"kind": "note", "text": text}]})
+            assert blank.status_code in (400, 422) and "items[1]" in blank.text and "note" in blank.text, blank.text
+    assert [i.kind for i in (await client_a.list_items(sid, limit=50)).items] == ["user"]  # nothing refused stored

@@ -83,6 +83,9 @@ def check_items(state: engine.ContextState | None, items: list[ExternalItem]) ->
             raise rejections.invalid_input(f"{where}: an item that {problem} cannot be appended")
         if (item.text is None) == (item.content_ref is None):
             raise rejections.invalid_input(f"{where}: give exactly one of text and content_ref")
+        if item.kind == Kind.NOTE.value and item.text is not None and not item.text.strip():
+            raise rejections.invalid_input(f"{where}: a note must be non-empty text (a note is pinned: it stays "
+                                           "in every request)")
         for call in item.tool_calls:
             if not (0 < len(call.id) <= MAX_CALL_FIELD_CHARS and 0 < len(call.name) <= MAX_CALL_FIELD_CHARS):
                 raise rejections.invalid_input(f"{where}: a tool call's id and name need 1 to "
