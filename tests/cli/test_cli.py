@@ -137,10 +137,21 @@ def test_send_wait_then_inspect_context_events_and_recall(env, hosted, trajector
     assert [json.loads(line)["id"] for line in followed.stdout.splitlines()] == \
         [json.loads(line)["id"] for line in lanes(env, "events", hosted, "--json").stdout.splitlines()]
 
-    tool_item = next(e for e in map(json.loads, lanes(env, "events", hosted, "--json").stdout.splitlines())
-                     if e["kind"] == "item.added" and e["payload"]["kind"] == "tool_result")
+    everything = [json.loads(line) for line in lanes(env, "events", hosted, "--json").stdout.splitlines()]
+    compactions = [json.loads(line) for line in lanes(env, "events", hosted, "--json", "--kind",
+                                                      "context.compaction").stdout.splitlines()]
+    assert compactions and compactions == [e for e in everything if e["kind"].startswith("context.compaction.")]
+    two = lanes(env, "events", hosted, "--json", "--kind", "item.added", "--kind", "item.archived", "--limit", "3")
+    assert [json.loads(line)["kind"] for line in two.stdout.splitlines()] == [
+        e["kind"] for e in everything if e["kind"] in ("item.added", "item.archived")][:3]
+
+    # the address of the first tool output, as `lanes context --all` lists it, recalled
+    tool_item = next(e for e in everything if e["kind"] == "item.added" and e["payload"]["kind"] == "tool_result")
     first_output = trajectory.turns[0].results[0].output
-    obs = f"obs-{hosted}-{int(tool_item['payload']['item_id'].split('-')[1]):06d}"
+    row = next(line for line in shown_all.splitlines() if tool_item["payload"]["item_id"] in line)
+    listed = re.search(r"observation://(obs-\S+)", row)
+    assert listed is not None, row
+    obs = listed.group(1)
     recalled = lanes(env, "recall", f"observation://{obs}?offset=5&limit=40", "--session", hosted)
     assert recalled.returncode == 0, recalled.stderr
     assert recalled.stdout == first_output[5:45]

@@ -56,9 +56,12 @@ async def print_context(lanes: AsyncLanesClient, session: str, out: Console, *, 
     from rich.table import Table
     from rich.text import Text
 
+    from workflows.context import observation_address
+
     report = await lanes.context(session)
-    table = Table("seq", "item", "kind", "state", "projection", "tokens", "reason", "episode", box=None,
+    table = Table("seq", "item", "kind", "state", "projection", "tokens", "reason", "episode", "recall", box=None,
                   pad_edge=False, header_style="bold")
+    table.columns[-1].no_wrap = True  # an address to copy (lanes recall ADDRESS), never cut
     shown = 0
     for item in sorted(report.items, key=lambda i: (i.seq, i.id)):
         if item.projection == "omitted" and not show_all:
@@ -67,7 +70,8 @@ async def print_context(lanes: AsyncLanesClient, session: str, out: Console, *, 
         table.add_row(str(item.seq), item.id, item.kind,
                       Text(item.lifecycle, style=LIFECYCLE_STYLE.get(item.lifecycle, "")),
                       Text(item.projection, style=PROJECTION_STYLE.get(item.projection, "")),
-                      str(item.tokens), item.reason, item.episode or "")
+                      str(item.tokens), item.reason, item.episode or "",
+                      observation_address(item.observation_id) if item.observation_id else "")
     out.print(table)
     hidden = len(report.items) - shown
     if hidden:
@@ -112,21 +116,25 @@ async def whole_ledger(lanes: AsyncLanesClient, session: str, state: LedgerState
 
 
 def print_ledger(answer: ContextOut, out: Console, state: LedgerState | None) -> None:
-    """Every stored item (one table, narrow enough for 80 columns: the reason wraps), its counts,
+    """Every stored item (one table: the reason wraps, the recall address never), its counts,
     then the working set's totals."""
     from rich.table import Table
     from rich.text import Text
 
     assert answer.ledger is not None
-    table = Table("item", "kind", "state", "projection", "tokens", "reason", box=None, pad_edge=False,
+    from workflows.context import observation_address
+
+    table = Table("item", "kind", "state", "projection", "tokens", "reason", "recall", box=None, pad_edge=False,
                   header_style="bold")
     table.columns[0].no_wrap = True
-    table.columns[-1].overflow = "fold"  # a long reason wraps rather than losing its end to an ellipsis
+    table.columns[-2].overflow = "fold"  # a long reason wraps rather than losing its end to an ellipsis
+    table.columns[-1].no_wrap = True  # an address to copy (lanes recall ADDRESS), never cut
     for entry in answer.ledger.items:
         table.add_row(Text(entry.item_id), Text(entry.kind),  # Text: stored strings are not rich markup
                       Text(entry.state, style=LIFECYCLE_STYLE.get(entry.state, "")),
                       Text(entry.projection, style=PROJECTION_STYLE.get(entry.projection, "")),
-                      str(entry.tokens), Text(entry.reason))
+                      str(entry.tokens), Text(entry.reason),
+                      observation_address(entry.observation_id) if entry.observation_id else "")
     out.print(table)
     counts = answer.ledger.counts
     listed = f"{len(answer.ledger.items)} {state} items listed; " if state else ""
@@ -190,21 +198,30 @@ def events(session: str,
            follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing new events (Ctrl-C stops)")] = False,
            timeout: Annotated[float | None, typer.Option(help="stop following after this many seconds")] = None,
            as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+           kind: Annotated[list[str] | None, typer.Option(
+               "--kind", help="only events of this kind, or under it ('context.' or 'context.compaction'); "
+                              "repeatable")] = None,
            url: UrlOption = None, token: TokenOption = None) -> None:
     """A session's event log: compactions, items added and archived (--follow streams it)."""
     settings = api(url, token, as_json)
+    kinds = [k.strip() for k in kind or [] if k.strip()]
 
     async def run() -> int:
         if limit < 1:
             raise Usage("--limit must be at least 1")
+        if kind and not kinds:
+            raise Usage("--kind needs an event kind, e.g. --kind context.compaction")
         out = console()
 
-        def emit(event: Any) -> None:
+        def emit(event: Any) -> bool:
+            if kinds and not any(event.kind == k or event.kind.startswith(k.rstrip(".") + ".") for k in kinds):
+                return False
             if as_json:
                 sys.stdout.write(event.model_dump_json() + "\n")
                 sys.stdout.flush()
             else:
                 out.print(_event_line(event))
+            return True
 
         async with settings.client() as lanes:
             if follow:
@@ -216,10 +233,10 @@ def events(session: str,
                 return 0
             position, remaining = after, limit
             while remaining > 0:
-                page = await lanes.events(session, after=position, limit=min(remaining, 1000))
+                page = await lanes.events(session, after=position, limit=1000 if kinds else min(remaining, 1000))
                 for event in page.events:
-                    emit(event)
-                remaining -= len(page.events)
+                    if remaining > 0 and emit(event):
+                        remaining -= 1
                 position = page.next_after
                 if not page.has_more:
                     break
