@@ -39,11 +39,12 @@ async def test_context_all_lists_every_stored_item_with_its_reason_and_the_count
     shown = lanes(env, "context", archived, "--all", "--page-size", "4")  # several pages
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert lines[0].split() == ["item", "kind", "state", "projection", "tokens", "reason"]
+    assert lines[0].split() == ["item", "kind", "state", "projection", "tokens", "reason", "recall"]  # piped: wide
     rows = lines[1:1 + len(entries)]
     for entry, row in zip(entries, rows, strict=True):  # one row each, in order
         assert row.split()[:5] == [entry.item_id, entry.kind, entry.state, entry.projection, str(entry.tokens)], row
-        assert row.rstrip().endswith(entry.reason), row
+        address = f"observation://{entry.observation_id}" if entry.observation_id else ""
+        assert row.split(maxsplit=5)[5].split() == [*entry.reason.split(), *([address] if address else [])], row
     assert lines[1 + len(entries)].startswith("stored ")  # no row more
     counts = (await client_a.context(archived, all=True, limit=1)).ledger.counts
     assert (f"stored {counts.history:,} (working set {counts.working_set:,}, archived {counts.archived:,}), "

@@ -115,6 +115,9 @@ async def whole_ledger(lanes: AsyncLanesClient, session: str, state: LedgerState
     return first.model_copy(update={"ledger": first.ledger.model_copy(update={"items": entries, "next_cursor": None})})
 
 
+WIDE_LEDGER = 130  # columns the ledger needs to list each item's observation address too
+
+
 def print_ledger(answer: ContextOut, out: Console, state: LedgerState | None) -> None:
     """Every stored item (one table: the reason wraps, the recall address never), its counts,
     then the working set's totals."""
@@ -124,18 +127,22 @@ def print_ledger(answer: ContextOut, out: Console, state: LedgerState | None) ->
     assert answer.ledger is not None
     from workflows.context import observation_address
 
-    table = Table("item", "kind", "state", "projection", "tokens", "reason", "recall", box=None, pad_edge=False,
-                  header_style="bold")
+    wide = out.width >= WIDE_LEDGER  # room for the addresses (piped output always has it)
+    table = Table("item", "kind", "state", "projection", "tokens", "reason", *(["recall"] if wide else []), box=None,
+                  pad_edge=False, header_style="bold")
     table.columns[0].no_wrap = True
-    table.columns[-2].overflow = "fold"  # a long reason wraps rather than losing its end to an ellipsis
-    table.columns[-1].no_wrap = True  # an address to copy (lanes recall ADDRESS), never cut
+    table.columns[5].overflow = "fold"  # a long reason wraps rather than losing its end to an ellipsis
+    if wide:
+        table.columns[-1].no_wrap = True  # an address to copy (lanes recall ADDRESS), never cut
     for entry in answer.ledger.items:
         table.add_row(Text(entry.item_id), Text(entry.kind),  # Text: stored strings are not rich markup
                       Text(entry.state, style=LIFECYCLE_STYLE.get(entry.state, "")),
                       Text(entry.projection, style=PROJECTION_STYLE.get(entry.projection, "")),
                       str(entry.tokens), Text(entry.reason),
-                      observation_address(entry.observation_id) if entry.observation_id else "")
+                      *([observation_address(entry.observation_id) if entry.observation_id else ""] if wide else []))
     out.print(table)
+    if not wide:
+        out.print(Text(f"(the items' recall addresses: a terminal of {WIDE_LEDGER} columns, or --json)"))
     counts = answer.ledger.counts
     listed = f"{len(answer.ledger.items)} {state} items listed; " if state else ""
     out.print(Text(f"{listed}stored {counts.history:,} (working set {counts.working_set:,}, archived "
