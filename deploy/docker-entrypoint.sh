@@ -10,7 +10,7 @@
 #    subcommand: `lanes-entrypoint worker` execs `lanes worker`.
 set -eu
 
-for name in OPENAI_API_KEY DATABASE_URL; do
+for name in OPENAI_API_KEY DATABASE_URL LANES_GATEWAY_OPENAI_API_KEY LANES_GATEWAY_ANTHROPIC_API_KEY; do
     file_var="${name}_FILE"
     eval "file=\${$file_var:-}"
     eval "current=\${$name:-}"

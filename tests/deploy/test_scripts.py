@@ -211,3 +211,19 @@ def test_lock_is_generated_by_lock_py():
 def test_lock_matches_this_virtualenv():
     out = subprocess.run([sys.executable, str(DEPLOY / "lock.py"), "--check"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_entrypoint_reads_the_gateway_keys_from_secret_files(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "lanes").write_text('#!/bin/sh\necho "openai=[${LANES_GATEWAY_OPENAI_API_KEY-unset}] '
+                                   'anthropic=[${LANES_GATEWAY_ANTHROPIC_API_KEY-unset}] '
+                                   'file=[${LANES_GATEWAY_ANTHROPIC_API_KEY_FILE-unset}]"\n')
+    (bin_dir / "lanes").chmod(0o755)
+    openai_key, anthropic_key = tmp_path / "openai", tmp_path / "anthropic"
+    openai_key.write_text("sk-gateway\n")
+    anthropic_key.write_text("ak-gateway")
+    out = _entrypoint(bin_dir, "api", LANES_GATEWAY_OPENAI_API_KEY_FILE=str(openai_key),
+                      LANES_GATEWAY_ANTHROPIC_API_KEY_FILE=str(anthropic_key))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "openai=[sk-gateway] anthropic=[ak-gateway] file=[unset]"
