@@ -13,7 +13,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract.session import TaskStatus
     from workflows.external_tasks import ExternalTasks
     from workflows.lane import EPISODE_EVENTS_PATCH, Lane
-    from workflows.subagents import RepairCounts, SubagentHost, log_recovery
+    from workflows.subagents import RECOVERY_EVENT, RepairCounts, SubagentHost, log_recovery, recovery_payload
+
+# Runs recorded before it logged the recovery event only when something was repaired.
+RECOVERY_EVENT_PATCH = "recovery-event-on-every-admission"
 
 
 async def recover(lane: Lane, tasks: dict[str, TaskStatus], external: ExternalTasks, subagents: SubagentHost,
@@ -21,7 +24,7 @@ async def recover(lane: Lane, tasks: dict[str, TaskStatus], external: ExternalTa
     """Before admitting a task: repair stale lane ownership (a task that still owns the
     lane but no longer runs, e.g. an external task when a hosted one arrives), closing its
     open episodes; reconcile subagent lanes recorded as running with reality; and log
-    ``context.recovery.completed`` with the repair counts when anything was repaired.
+    ``context.recovery.completed`` with the repair counts (all zero when nothing was).
     ``ongoing``: a task that owns the lane legitimately (the external task a new user
     message is about to end) and is not repaired."""
     stale = lane.state.current_task if lane.state.current_task != ongoing else None
@@ -40,3 +43,7 @@ async def recover(lane: Lane, tasks: dict[str, TaskStatus], external: ExternalTa
     if stale is not None or counts.any:
         await log_recovery(lane, counts, stale_lane_owners=int(stale is not None), task=stale,
                            main_episodes_closed=len(closed))
+    elif workflow.patched(RECOVERY_EVENT_PATCH):
+        # nothing to repair is a result too (the spec: the event on every admission check); it
+        # goes with the admission's next activity, so the check costs no activity of its own
+        await lane.defer_event(RECOVERY_EVENT, recovery_payload(counts))

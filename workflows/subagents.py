@@ -336,9 +336,17 @@ class SubagentHost:
                 pass
 
 
+RECOVERY_EVENT = "context.recovery.completed"
+
+
 async def log_recovery(lane: Lane, counts: RepairCounts, stale_lane_owners: int = 0, task: str | None = None,
                        main_episodes_closed: int = 0) -> None:
-    await lane.log_event("context.recovery.completed", {
+    await lane.log_event(RECOVERY_EVENT, recovery_payload(counts, stale_lane_owners, task, main_episodes_closed))
+
+
+def recovery_payload(counts: RepairCounts, stale_lane_owners: int = 0, task: str | None = None,
+                     main_episodes_closed: int = 0) -> dict:
+    return {
         "stale_lane_owners": stale_lane_owners,
         "episodes_closed": counts.episodes_closed + main_episodes_closed,
         "child_lanes_abandoned": counts.child_lanes_abandoned,
@@ -346,7 +354,7 @@ async def log_recovery(lane: Lane, counts: RepairCounts, stale_lane_owners: int 
         "handoffs_recovered": counts.handoffs_recovered,
         "lanes": counts.lanes,
         "task": task,
-    })
+    }
 
 
 def _loss(error: ChildWorkflowError) -> tuple[ChildLaneState, str]:

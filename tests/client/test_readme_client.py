@@ -33,7 +33,8 @@ def test_the_readmes_client_example_runs_as_written(api_stack, tmp_path: Path):
     lines = done.stdout.splitlines()
     assert lines[0] == "messages to send: 1"  # the task (no system prompt was given)
     assert "0 user" in lines  # the raw history, as iter_items pages it
-    assert lines[2:] == ["task.started", "item.added", "context.request"], lines  # its events, then the stream ends
+    # its events, then the stream ends
+    assert lines[2:] == ["context.recovery.completed", "task.started", "item.added", "context.request"], lines
 
 
 def test_the_readmes_agents_sdk_example_runs_as_written(api_stack, tmp_path: Path):

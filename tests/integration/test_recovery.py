@@ -12,6 +12,9 @@ from workflows.session import SessionWorkflow
 
 pytestmark = pytest.mark.usefixtures("worker")
 
+NOTHING_REPAIRED = {"stale_lane_owners": 0, "episodes_closed": 0, "child_lanes_abandoned": 0, "child_lanes_failed": 0,
+                    "handoffs_recovered": 0, "lanes": [], "task": None}
+
 
 async def test_task_admitted_while_another_owns_the_lane_repairs_it(temporal_client, settings, store):
     """An external task with an open episode still owns the lane when a hosted message
@@ -32,8 +35,10 @@ async def test_task_admitted_while_another_owns_the_lane_repairs_it(temporal_cli
     assert by_id["task-0000"].state == "failed" and "abandoned by recovery" in by_id["task-0000"].error
     events = await store.list_events(session_id, limit=1_000)
     recovered = [e.payload for e in events if e.kind == "context.recovery.completed"]
-    assert recovered == [{"stale_lane_owners": 1, "episodes_closed": 1, "child_lanes_abandoned": 0,
-                          "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": [], "task": "task-0000"}]
+    # every admission checks: the external message's found nothing, the hosted one's repaired
+    assert recovered == [NOTHING_REPAIRED, {"stale_lane_owners": 1, "episodes_closed": 1, "child_lanes_abandoned": 0,
+                                            "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": [],
+                                            "task": "task-0000"}]
     for _ in range(100):  # the task's end is logged right after its status says so
         if any(e.kind == "task.completed" for e in events):
             break

@@ -20,6 +20,7 @@ from tests.integration.subagent_script import (
     write_recordings,
 )
 from tests.integration.support import spawn_worker
+from tests.integration.test_recovery import NOTHING_REPAIRED
 from worker import sessions
 from worker.local.stack import kill_process
 from worker.replay.model_server import ReplayModelServer
@@ -208,7 +209,7 @@ async def test_subagent_terminated_from_outside_is_repaired(temporal_client, set
     assert lanes["sub-0001"].state == "abandoned" and "terminated" in lanes["sub-0001"].reason
     assert lanes["sub-0002"].state == "completed"
     events = await store.list_events(handle.id, limit=10_000)
-    recovered = [e.payload for e in events if e.kind == "context.recovery.completed"]
+    recovered = [e.payload for e in events if e.kind == "context.recovery.completed" and e.payload != NOTHING_REPAIRED]
     assert recovered == [{"stale_lane_owners": 0, "episodes_closed": 1, "child_lanes_abandoned": 1,
                           "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": ["sub-0001"],
                           "task": task_id}]
@@ -268,9 +269,10 @@ async def test_a_later_run_finds_a_subagent_that_died_and_repairs_it_before_the_
     assert {t.task_id: t.state for t in status.tasks}[second_task] == "completed"
     events = await store.list_events(session_id, limit=10_000)
     recovered = [e.payload for e in events if e.kind == "context.recovery.completed"]
-    assert recovered == [{"stale_lane_owners": 0, "episodes_closed": 1, "child_lanes_abandoned": 1,
-                          "child_lanes_failed": 0, "handoffs_recovered": 0, "lanes": ["sub-0001"],
-                          "task": None}]
+    assert recovered[0] == NOTHING_REPAIRED  # the first task's admission
+    assert [p for p in recovered if p != NOTHING_REPAIRED] == [
+        {"stale_lane_owners": 0, "episodes_closed": 1, "child_lanes_abandoned": 1, "child_lanes_failed": 0,
+         "handoffs_recovered": 0, "lanes": ["sub-0001"], "task": None}]
     lanes = await sessions.subagents(latest)
     assert [(c.lane, c.state) for c in lanes] == [("sub-0001", "abandoned")]
     report = await sessions.context(latest)
@@ -294,6 +296,7 @@ async def test_a_running_subagent_survives_continue_as_new_and_hands_off_to_the_
     rows = await _handoff_rows(store, session_id)
     assert [r.item_id for r in rows] == [lanes[0].handoff_item_id]
     events = await store.list_events(session_id, limit=10_000)
-    assert not [e for e in events if e.kind == "context.recovery.completed"]  # nothing needed repair
+    # the hosted task's admission checked, and nothing needed repair
+    assert [e.payload for e in events if e.kind == "context.recovery.completed"] == [NOTHING_REPAIRED]
     await latest.signal(SessionWorkflow.close)
     await asyncio.wait_for(latest.result(), timeout=60)
