@@ -92,7 +92,7 @@ class Gateway:
         table = await self.turns_table()
         sid, stored = await self._session_of(table, chains, session_header)
         matched = _matched(stored, chains)
-        answered = stored[matched].answer if sid is not None and matched == len(chains) < len(stored) else None
+        answered = _answer_after(stored, chains, matched) if sid is not None else None
         if sid is not None and answered and _asked(answered) not in (None, model):
             # the same conversation put to another model: the answer that model gave, if any (a
             # branch), else it is answered in a new branch
@@ -102,7 +102,7 @@ class Gateway:
             else:
                 sid, stored = sibling, await table.turns(sibling)
                 matched = _matched(stored, chains)
-                answered = stored[matched].answer if matched == len(chains) < len(stored) else None
+                answered = _answer_after(stored, chains, matched)
         if sid is not None and answered and _asked(answered) in (None, model):
             return await self._replay(table, sid, stored[matched])
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
@@ -155,8 +155,8 @@ class Gateway:
                     table: GatewayTurns, chains: list[str]) -> str:
         """A new session for the call's conversation, opened under an id derived from the whole
         of it and the model asked, so that copies of one call sent at once open one session (the
-        others wait for it to start). Every turn is claimed in one write before anyone can find the session, so no
-        other conversation continues it. Its system prompt is its first item."""
+        others wait for it to start). Every turn is claimed in one write before anyone can find
+        the session, so no other conversation continues it. Its system prompt is its first item."""
         sid = "ses-" + hashlib.sha256(f"{self.tenant}|{model}|{chains[-1]}".encode()).hexdigest()[:12]
         body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
                              budget_tokens=budget or self.be.settings.gateway_budget_tokens,
@@ -289,6 +289,11 @@ class Gateway:
         assert row.answer is not None
         await self._stored_by_its_writer(table, sid, row)
         return Served(session_id=sid, answer=row.answer, replayed=True)
+
+
+def _answer_after(stored: list[GatewayTurn], chains: list[str], matched: int) -> dict[str, Any] | None:
+    """The answer row right after the whole call, when the session holds all of it (a retry)."""
+    return stored[matched].answer if matched == len(chains) < len(stored) else None
 
 
 def _asked(answer: dict[str, Any]) -> str | None:
