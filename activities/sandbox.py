@@ -311,7 +311,8 @@ async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = S
     ids = _ids(workspace)
     if ids is not None:
         await asyncio.to_thread(_hand_over, workspace, ids)
-    limit = None if quota_bytes is None else max(quota_bytes, await asyncio.to_thread(_usage, workspace))
+    before = 0 if quota_bytes is None else await asyncio.to_thread(_usage, workspace)
+    limit = None if quota_bytes is None else max(quota_bytes, before)
     data = _data_pipes()
     args = _args_file(policy, workspace, data)
     try:
@@ -321,7 +322,7 @@ async def run_sandboxed(workspace: Path, command: str, policy: SandboxPolicy = S
         for fd in [*data.values(), args]:
             os.close(fd)
     over = asyncio.Event()
-    watcher = None if limit is None else asyncio.create_task(_watch_quota(proc, workspace, limit, over))
+    watcher = None if limit is None else asyncio.create_task(_watch_quota(proc, workspace, limit, before, over))
     try:
         result = await _collect(proc, policy.limits)
     finally:
@@ -340,12 +341,14 @@ def _usage(workspace: Path) -> int:
     return Beneath(str(workspace)).usage(MAX_MEASURED)
 
 
-async def _watch_quota(proc: asyncio.subprocess.Process, workspace: Path, limit: int, over: asyncio.Event) -> None:
+async def _watch_quota(proc: asyncio.subprocess.Process, workspace: Path, limit: int, before: int,
+                       over: asyncio.Event) -> None:
     """Kill the sandbox once the workspace takes more than ``limit`` bytes on disk. What it
     writes between two measurements still lands (RLIMIT_FSIZE bounds each file), so the next
-    measurement is scheduled by the growth rate: a fast writer is measured often."""
+    measurement is scheduled by the growth rate: a fast writer is measured often. ``before``:
+    what the workspace took when the command started (its growth is counted from there)."""
     loop = asyncio.get_running_loop()
-    used, at = 0, loop.time()
+    used, at = before, loop.time()
     wait = QUOTA_POLL_MIN_SECONDS  # the rate is unknown until two measurements
     while proc.returncode is None:
         await asyncio.sleep(wait)
