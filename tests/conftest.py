@@ -24,7 +24,6 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from hypothesis import settings
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.store import Store
 from worker.local.stack import (
@@ -36,6 +35,7 @@ from worker.local.stack import (
     start_postgres,
     start_temporal,
 )
+from worker.payload_codec import DATA_CONVERTER
 from worker.settings import Settings
 
 INTEGRATION_FIXTURES = {"postgres_server", "database_url", "store", "temporal_address", "temporal_client"}
@@ -135,7 +135,7 @@ def temporal_address(stack_dir: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def temporal_client(temporal_address: str) -> Client:
     return await Client.connect(temporal_address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
-                                data_converter=pydantic_data_converter)
+                                data_converter=DATA_CONVERTER)
 
 
 StackSettings = Callable[..., Settings]

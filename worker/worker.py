@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from activities.condense import CondenseActivities
@@ -33,6 +32,7 @@ from activities.sessions import SessionActivities
 from activities.tools import ToolActivities
 from activities.workspace import sandbox_status
 from worker import tracing
+from worker.payload_codec import DATA_CONVERTER
 from worker.settings import Settings, get_settings
 from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
@@ -109,7 +109,7 @@ async def connect(settings: Settings, *, tracer_provider: TracerProvider | None 
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         interceptors=tracing.interceptors(settings, tracer_provider),
     )
 

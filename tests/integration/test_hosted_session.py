@@ -7,12 +7,12 @@ import asyncio
 
 import pytest
 from temporalio.client import WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from activities.tools import recall
 from tests.integration.support import replay_config, run_replayed_session
 from worker import sessions
+from worker.payload_codec import DATA_CONVERTER
 from workflows.contract.session import SubmitRequest
 from workflows.session import SessionWorkflow
 
@@ -81,7 +81,7 @@ async def test_recall_errors_are_clear(finished, store, database_url):
 async def test_finished_history_replays_against_current_code(finished):
     handle, _, _ = finished
     history = await handle.fetch_history()
-    await Replayer(workflows=[SessionWorkflow], data_converter=pydantic_data_converter).replay_workflow(history)
+    await Replayer(workflows=[SessionWorkflow], data_converter=DATA_CONVERTER).replay_workflow(history)
 
 
 @pytest.mark.parametrize("bad", ["", "   \n", 42, None, ["a list"]])
