@@ -26,7 +26,7 @@ class GatewayTurn:
 
 
 def _turn(row: asyncpg.Record) -> GatewayTurn:  # jsonb comes decoded (the store's codec)
-    return GatewayTurn(position=row["position"], chain=row["chain"], stored=row["stored"], answer=row["answer"])
+    return GatewayTurn(position=row["position"], chain=row["chain"], stored=row["stored"], answer=row.get("answer"))
 
 
 class GatewayTurns:
@@ -52,8 +52,10 @@ class GatewayTurns:
         return None if row is None else row["session_id"]
 
     async def turns(self, session_id: str) -> list[GatewayTurn]:
+        """The session's rows without their answers (``at`` reads one): a conversation of
+        thousands of calls would decode every answer it was given on every call."""
         rows = await self.store.run(lambda c: c.fetch(
-            "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 ORDER BY position",
+            "SELECT position, chain, stored FROM gateway_turns WHERE session_id = $1 ORDER BY position",
             session_id), session_id)
         return [_turn(r) for r in rows]
 

@@ -92,8 +92,8 @@ class Gateway:
         table = await self.turns_table()
         sid, stored = await self._session_of(table, chains, session_header)
         matched = _matched(stored, chains)
-        answered = _answer_after(stored, chains, matched) if sid is not None else None
-        if sid is not None and answered and _asked(answered) not in (None, model):
+        answered = await _answer_after(table, sid, stored, chains, matched) if sid is not None else None
+        if sid is not None and answered and _asked(answered.answer) not in (None, model):
             # the same conversation put to another model: the answer that model gave, if any (a
             # branch), else it is answered in a new branch
             sibling = await table.answered_after(self.tenant, len(chains) - 1, chains[-1], model)
@@ -102,9 +102,9 @@ class Gateway:
             else:
                 sid, stored = sibling, await table.turns(sibling)
                 matched = _matched(stored, chains)
-                answered = _answer_after(stored, chains, matched)
-        if sid is not None and answered and _asked(answered) in (None, model):
-            return await self._replay(table, sid, stored[matched])
+                answered = await _answer_after(table, sid, stored, chains, matched)
+        if sid is not None and answered and _asked(answered.answer) in (None, model):
+            return await self._replay(table, sid, answered)
         if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
             if sid is not None:
                 log.info("gateway: the conversation diverges from %s at turn %d: a new branch", sid, matched)
@@ -291,14 +291,19 @@ class Gateway:
         return Served(session_id=sid, answer=row.answer, replayed=True)
 
 
-def _answer_after(stored: list[GatewayTurn], chains: list[str], matched: int) -> dict[str, Any] | None:
-    """The answer row right after the whole call, when the session holds all of it (a retry)."""
-    return stored[matched].answer if matched == len(chains) < len(stored) else None
+async def _answer_after(table: GatewayTurns, sid: str, stored: list[GatewayTurn], chains: list[str],
+                        matched: int) -> GatewayTurn | None:
+    """The answer row right after the whole call, when the session holds all of it (a retry).
+    Read alone: ``stored`` leaves answers out (a long conversation has thousands)."""
+    if not matched == len(chains) < len(stored):
+        return None
+    row = await table.at(sid, matched)
+    return row if row is not None and row.answer is not None else None
 
 
-def _asked(answer: dict[str, Any]) -> str | None:
+def _asked(answer: dict[str, Any] | None) -> str | None:
     """The model an answer row's call asked for (None in rows written before it was kept)."""
-    asked = answer.get("asked")
+    asked = (answer or {}).get("asked")
     return asked if isinstance(asked, str) else None
 
 
