@@ -12,7 +12,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows.context import Kind, check_pin
-    from workflows.contract.session import PinResult, note_problem
+    from workflows.contract import rejections
+    from workflows.contract.session import ExternalItem, PinResult, note_problem
     from workflows.lane import Lane
 
 PINNED, REFUSED = "note.pinned", "note.refused"
@@ -28,6 +29,22 @@ async def pin(lane: Lane, text: str, task_id: str | None) -> PinResult:
     item = await lane.add_text(text, kind=Kind.NOTE, role=lane.state.config.generated_role, task_id=task_id)
     await lane.log_event(PINNED, {**facts, "item_id": item.id})
     return PinResult(status="pinned", item_id=item.id, message=check.message, **facts)
+
+
+async def check_appended(lane: Lane, items: list[ExternalItem]) -> None:
+    """Notes an external agent appends are pinned, so they pass ``pin``'s budget check: measured
+    before anything of the call is stored, and the whole call refused (naming the item, its need
+    and the allowance) when one of them, or all of them together, cannot be pinned."""
+    notes = {f"items[{n}]": item.text for n, item in enumerate(items)
+             if item.kind == Kind.NOTE.value and item.text is not None}
+    if not notes:
+        return
+    measured = await calls.measure_texts(lane.data.model, notes)
+    for where, need in measured.items():
+        if not (check := check_pin(lane.state, need)).fits:
+            raise rejections.invalid_input(f"{where}: {check.message}")
+    if len(measured) > 1 and not (check := check_pin(lane.state, sum(measured.values()))).fits:
+        raise rejections.invalid_input(f"{' and '.join(measured)} together: {check.message}")
 
 
 async def pin_from_tool(lane: Lane, arguments: str | None, task_id: str) -> tuple[str, int]:

@@ -79,6 +79,8 @@ LANE_AFTER_SYSTEM_PROMPT_PATCH = "lane-after-system-prompt"
 # the workflow task that runs the update, and when that task is lost its rows stay while the
 # next task hands the same seqs to other content.
 STEP_ITEMS_ACTIVITY_PATCH = "step-items-activity"
+# Notes an external agent appends pass pin_note's budget check (one measuring activity first).
+EXTERNAL_NOTE_CHECK_PATCH = "external-note-budget-check"
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
 # events and 50 MB; it warns from 10,240 events).
 RUN_HISTORY_EVENTS = 8_000
@@ -283,6 +285,8 @@ class SessionWorkflow:
                 added = await lane.add_external(items)
                 self.turns += self.external.progress(items, added)
                 return added
+            if any(i.kind == Kind.NOTE.value for i in items) and workflow.patched(EXTERNAL_NOTE_CHECK_PATCH):
+                await pinned_notes.check_appended(lane, items)  # before anything is stored
             # Repairs first (they may add items: the lane's seqs stay in order), then the items
             # are stored, and only then does the task change: input the activity refuses (a
             # content_ref that is not stored) fails with the context as it was.

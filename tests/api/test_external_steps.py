@@ -74,8 +74,8 @@ async def test_an_idempotency_key_reused_for_another_body_is_refused(client_a):
     await refused(client_a.append_items(sid, [user_item("something else")], idempotency_key="k-1"),
                    422, "idempotency_key_reused", "k-1")
     big = "x" * 20_000  # stored by reference: still compared by its text
-    await client_a.append_items(sid, [{"kind": "note", "text": big}], idempotency_key="k-2")
-    await refused(client_a.append_items(sid, [{"kind": "note", "text": big + "y"}], idempotency_key="k-2"),
+    await client_a.append_items(sid, [{"kind": "user", "text": big}], idempotency_key="k-2")
+    await refused(client_a.append_items(sid, [{"kind": "user", "text": big + "y"}], idempotency_key="k-2"),
                    422, "idempotency_key_reused")
     assert len(await _raw(client_a, sid)) == len(before) + 1
 

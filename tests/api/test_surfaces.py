@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from lanes_client import AsyncLanesClient, user_item
+from lanes_client.schemas import ItemIn
 from tests.integration.scripted_model import ScriptedModel, tool_call
 from workflows.context import ids
 
@@ -268,6 +269,25 @@ async def test_pin_note_through_the_api_is_budget_checked(client_a, api_stack, s
     assert [n.id for n in notes] == [pinned.item_id] and notes[0].lifecycle == "pinned"
     kinds = [e.kind for e in await _events(client_a, sid, "note.")]
     assert kinds == ["note.pinned", "note.refused"]
+
+
+async def test_a_note_an_external_agent_appends_is_budget_checked_before_anything_is_stored(client_a, api_stack,
+                                                                                           scripted):
+    sid = (await client_a.create_session(mode="external", budget_tokens=2_000)).session_id
+    await client_a.append_items(sid, [user_item("go")])
+    async with _raw(client_a, api_stack) as raw:
+        too_big = await raw.post(f"/v1/sessions/{sid}/items", json={"items": [
+            {"kind": "user", "text": "next"}, {"kind": "note", "text": _text(6_000)}]})
+        assert too_big.status_code == 400 and "items[1]" in too_big.text and "note refused" in too_big.text, too_big.text
+        two = [{"kind": "note", "text": _text(1_000, "one")}, {"kind": "note", "text": _text(1_000, "two")}]
+        together = await raw.post(f"/v1/sessions/{sid}/items", json={"items": two})
+        assert together.status_code == 400 and "items[0] and items[1] together" in together.text, together.text
+        longest = await raw.post(f"/v1/sessions/{sid}/items", json={"items": [{"kind": "note", "text": "x" * 20_001}]})
+        assert longest.status_code == 422 and "20,000 characters" in longest.text, longest.text
+    assert [i.kind for i in (await client_a.list_items(sid, limit=50)).items] == ["user"]  # nothing refused stored
+    kept = await client_a.append_items(sid, [ItemIn(kind="note", text="Never touch the production database.")])
+    notes = [i for i in (await client_a.context(sid)).items if i.kind == "note"]
+    assert [n.id for n in notes] == kept.item_ids and notes[0].lifecycle == "pinned"
 
 
 async def test_a_blank_note_an_external_agent_appends_is_refused(client_a, api_stack, scripted):

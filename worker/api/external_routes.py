@@ -191,7 +191,9 @@ async def external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], key
             continue
         text = item.text if item.text is not None else ""
         content_ref = extra_ref = None
-        if len(text) > ids.INLINE_TEXT_LIMIT:  # too big for workflow history: store it first, send its id
+        # too big for workflow history: store it first, send its id (a note stays inline, at most
+        # MAX_NOTE_CHARS: the session measures it against the budget before it stores anything)
+        if len(text) > ids.INLINE_TEXT_LIMIT and item.kind != "note":
             content_ref = _obs_id(sid, key, index)
             await put(content_ref, index, text)
             incoming.stored.append(content_ref)

@@ -299,7 +299,8 @@ class ExternalItem(BaseModel):
 
     kind: str = Field(min_length=1, max_length=64)  # user / assistant / tool_result / note / decision / ...
     role: str | None = None  # default from kind
-    text: str | None = Field(default=None, max_length=INLINE_TEXT_LIMIT)
+    # a note up to MAX_NOTE_CHARS stays inline: it is measured against the budget before it is stored
+    text: str | None = Field(default=None, max_length=max(INLINE_TEXT_LIMIT, MAX_NOTE_CHARS))
     content_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
     tool_calls: list[ToolCall] = Field(default_factory=list, max_length=64)
     tool_call_id: str | None = None
@@ -312,6 +313,13 @@ class ExternalItem(BaseModel):
     # Verbatim extras the API stored first (JSON: ``reasoning_content``, ``responses_items``):
     # reasoning and provider items are content, never workflow state.
     extra_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+    @model_validator(mode="after")
+    def _inline_text_fits_history(self) -> ExternalItem:
+        if self.text is not None and self.kind != "note" and len(self.text) > INLINE_TEXT_LIMIT:
+            raise ValueError(f"inline text takes at most {INLINE_TEXT_LIMIT} characters; larger text goes as "
+                             "content_ref")
+        return self
 
 
 class ReportedUsage(BaseModel):

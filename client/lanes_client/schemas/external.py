@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from lanes_client.responses_items import ResponsesItemIn
-from lanes_client.schemas._common import ID_PATTERN, MAX_ITEM_CHARS, Strict
+from lanes_client.schemas._common import ID_PATTERN, MAX_ITEM_CHARS, MAX_NOTE_CHARS, Strict
 from lanes_client.shapes import (
     CondenseStatus,
     MemoryDoc,
@@ -52,6 +52,9 @@ class ItemIn(Strict):
     def _reasoning_of_an_answer(self) -> ItemIn:
         if self.reasoning_content is not None and (self.role or self.kind) != "assistant":
             raise ValueError("reasoning_content belongs to an assistant item")
+        if self.kind == "note" and self.text is not None and len(self.text) > MAX_NOTE_CHARS:
+            raise ValueError(f"a note takes at most {MAX_NOTE_CHARS:,} characters (it is pinned: it stays in every "
+                             f"request); this one has {len(self.text):,}")
         return self
 
 
