@@ -60,6 +60,7 @@ from workflows.contract.session import (
     ReportedUsage,
     StepRequest,
     StepResult,
+    travels_inline,
 )
 from workflows.session import SessionWorkflow
 
@@ -191,9 +192,7 @@ async def external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], key
             continue
         text = item.text if item.text is not None else ""
         content_ref = extra_ref = None
-        # too big for workflow history: store it first, send its id (a note stays inline, at most
-        # MAX_NOTE_CHARS: the session measures it against the budget before it stores anything)
-        if len(text) > ids.INLINE_TEXT_LIMIT and item.kind != "note":
+        if not travels_inline(item.kind, text):  # too big for workflow history: store it first, send its id
             content_ref = _obs_id(sid, key, index)
             await put(content_ref, index, text)
             incoming.stored.append(content_ref)

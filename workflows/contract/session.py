@@ -299,8 +299,7 @@ class ExternalItem(BaseModel):
 
     kind: str = Field(min_length=1, max_length=64)  # user / assistant / tool_result / note / decision / ...
     role: str | None = None  # default from kind
-    # a note up to MAX_NOTE_CHARS stays inline: it is measured against the budget before it is stored
-    text: str | None = Field(default=None, max_length=max(INLINE_TEXT_LIMIT, MAX_NOTE_CHARS))
+    text: str | None = Field(default=None, max_length=max(INLINE_TEXT_LIMIT, MAX_NOTE_CHARS))  # see travels_inline
     content_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
     tool_calls: list[ToolCall] = Field(default_factory=list, max_length=64)
     tool_call_id: str | None = None
@@ -316,10 +315,17 @@ class ExternalItem(BaseModel):
 
     @model_validator(mode="after")
     def _inline_text_fits_history(self) -> ExternalItem:
-        if self.text is not None and self.kind != "note" and len(self.text) > INLINE_TEXT_LIMIT:
+        if self.text is not None and not travels_inline(self.kind, self.text):
             raise ValueError(f"inline text takes at most {INLINE_TEXT_LIMIT} characters; larger text goes as "
                              "content_ref")
         return self
+
+
+def travels_inline(kind: str, text: str) -> bool:
+    """Whether an appended item's text goes through workflow history (else the API stores it
+    first and sends its ``content_ref``). A note always does (at most MAX_NOTE_CHARS): the session
+    measures it against the budget before it stores anything of the call."""
+    return kind == "note" or len(text) <= INLINE_TEXT_LIMIT
 
 
 class ReportedUsage(BaseModel):
