@@ -91,15 +91,38 @@ def test_when_the_newest_groups_alone_overflow_only_the_newest_stays_protected()
     assert plan.fits_budget
 
 
-def test_active_episode_is_never_evicted():
-    sim = Sim(budget_tokens=3_000)
+def _active_exploration(**config) -> tuple[Sim, list]:
+    sim = Sim(budget_tokens=3_000, **config)
     sim.user("go")
     E.begin_episode(sim.state, "explore", "exploration", "read everything")
     active = [sim.exchange(f"cat f{n}.py", big(2_000, f"a{n}"), text=big(800, "prose")) for n in range(3)]
     _small_recent_groups(sim)
+    return sim, active
+
+
+def test_an_active_episode_is_bounded_but_never_evicted():
+    """Nothing else brings the working set to the target: the exploration's oldest outputs
+    become references (their exact text at the address shown), oldest first, until it is met;
+    none of its items is archived, its own turns and its newest output stay whole."""
+    sim, active = _active_exploration()
+    plan = E.plan_fallback(sim.state)
+    moved = {t.item_id: t for t in plan.transitions if t.item_id in {i.id for pair in active for i in pair}}
+    outputs = [result.id for _, result in active]
+    assert list(moved) == outputs[:len(moved)] and 0 < len(moved) < len(outputs)
+    assert {(t.lifecycle, t.projection, t.reason) for t in moved.values()} == {
+        (Lifecycle.RETAINED, Projection.REFERENCE, "pass2-active:older-output→reference")}
+    assert plan.passes_run.index("pass2-active") < plan.passes_run.index("pass3") if "pass3" in plan.passes_run else True
+    assert plan.reaches_target and not plan.archived_episodes
+    sim.apply(plan)
+    assert sim.state.active_episodes == ["explore"]
+    assert all(sim.state.items[i.id].projection == Projection.FULL for i, _ in active)  # its turns whole
+
+
+def test_runs_recorded_before_bounded_episodes_leave_an_active_episode_alone():
+    sim, active = _active_exploration(bound_active_episodes=False)
     plan = E.plan_fallback(sim.state)
     touched = {t.item_id for t in plan.transitions}
-    assert not touched & {i.id for pair in active for i in pair}
+    assert not touched & {i.id for pair in active for i in pair} and "pass2-active" not in plan.passes_run
 
 
 def _episode_session(sim: Sim, action_done: bool = True) -> None:
@@ -329,3 +352,31 @@ def test_fallback_is_deterministic():
 
     assert run() == run()
     assert json.loads(run())["runs"]
+
+
+def _instructions(**config) -> Sim:
+    """Five tasks' instructions of about 420 tokens each under a 1,000-token budget: the three
+    newest, which pass 3 keeps verbatim, overflow it alone."""
+    sim = Sim(budget_tokens=1_000, **config)
+    sim.system()
+    for n in range(5):
+        sim.user(f"instruction {n}: " + big(1_600, f"u{n}"))
+        sim.note(f"note {n}: " + big(600, f"n{n}"))
+        sim.compact_if_needed()
+    return sim
+
+
+def test_pinned_content_alone_over_the_budget_rolls_the_kept_user_messages_but_the_current_one():
+    sim = _instructions()
+    assert "pass3:kept-users-rolled" in sim.applied[-1].passes_run and sim.applied[-1].fits_budget
+    request = sim.request()
+    assert request.fits, request.reason
+    users = [i for i in sim.state.items.values() if i.kind == Kind.USER.value]
+    assert [i.id for i in users] == [i.id for i in sim.added.values() if i.kind == Kind.USER.value][-1:]
+    assert sim.state.summary.rolled  # the others are in the rolling summary
+
+
+def test_runs_recorded_before_refuse_the_request_when_pinned_content_alone_overflows():
+    sim = _instructions(roll_kept_when_unfit=False)
+    request = sim.request(Projection.MINIMAL_REFERENCE)  # the ladder's last rung
+    assert not request.fits and "protected items alone need" in request.reason

@@ -30,7 +30,7 @@ RECORDED = {
 
 
 # EngineConfig flags of fixes made after the digests were recorded, and their value then
-AS_RECORDED = {"sweep_keeps_markers": False}
+AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "roll_kept_when_unfit": False}
 # Fields added since, left out of the hashed dumps: the sessions below leave them at their
 # defaults (no item names; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.

@@ -50,6 +50,15 @@ class EngineConfig(BaseModel):
     # archived exploration leaves their concluded list) while the first change of the
     # request lies after them: it would move the cache boundary into the stable segment.
     sweep_keeps_markers: bool = True
+    # An active episode is never archived, but it is bounded (the spec's fallback "keeps bounded
+    # active episode goals"): once passes 1-2 leave the working set over the target, its oldest
+    # completed outputs outside the protected groups become references (passes.reference_active_outputs).
+    # Without it an exploration outgrowing the budget sent every request on the overflow ladder.
+    bound_active_episodes: bool = True
+    # Pinned content alone over the budget: the final fallback rolls even the recent user messages
+    # pass 3 keeps verbatim into the rolling summary, oldest first, all but the current submission,
+    # before a request is refused as unfit (passes.roll_kept_user_messages).
+    roll_kept_when_unfit: bool = True
     # The checkpoint also lists the paths and code symbols archived items mentioned
     # (Item.names), most recent first: what the archived turns worked on stays in view.
     checkpoint_names: int = Field(default=0, ge=0)  # how many (0: none)

@@ -6,10 +6,13 @@
 2. completed episodes archived, actions before explorations; an exploration only once
    every episode depending on it is archived. Then, for agents that never mark episodes,
    the oldest exchange groups outside any unarchived episode are archived;
+   Then (``bound_active_episodes``) an active episode is bounded: its oldest completed outputs
+   outside the protected groups become references; it is never archived;
 3. pinned user messages and notes roll, oldest first, into the one rolling summary,
-   except the two most recent user messages.
+   except the two most recent user messages. When pinned content alone still overflows the
+   budget (``roll_kept_when_unfit``), those roll too, all but the current submission.
 Protected throughout: the newest ``protected_groups`` exchange groups (which include the
-current one) and every item of an active episode.
+current one) and every item of an active episode from archiving.
 
 Once the target is met, a cache-aware sweep (``EngineConfig.cache_aware_sweep``) takes the
 passes further, but only inside the part of the next request that the compaction re-bills
@@ -43,6 +46,7 @@ _PASS1_CHANGES[None] = _PASS1_CHANGES[ToolClass.RUN]
 _PRIORITY: dict[ToolClass | None, int] = {tool_class: CLASS_PRIORITY[tool_class or ToolClass.RUN]
                                           for tool_class in (*ToolClass, None)}
 _SWEPT = Change(Lifecycle.RETAINED, Projection.REFERENCE, "pass1:cache-sweep→reference")
+_ACTIVE_REFERENCED = Change(Lifecycle.RETAINED, Projection.REFERENCE, "pass2-active:older-output→reference")
 
 Protect = Callable[[Item], bool]
 
@@ -59,10 +63,12 @@ def run_fallback_passes(draft: Draft) -> None:
 
 
 def _run_passes(draft: Draft) -> None:
+    bound_active = draft.config.bound_active_episodes and bool(draft.active_episodes)
     passes = (
         ("pass1", reference_tool_outputs),
         ("pass2", archive_episodes),
         ("pass2-groups", archive_groups),
+        *((("pass2-active", reference_active_outputs),) if bound_active else ()),
         ("pass3", roll_pinned_into_summary),
     )
     for name, run in passes:
@@ -77,6 +83,10 @@ def _run_passes(draft: Draft) -> None:
         draft.passes.append("emergency:newest-group-only")
         reference_tool_outputs(draft)
         archive_groups(draft)
+        if bound_active:
+            reference_active_outputs(draft)
+    if draft.total() > draft.budget and draft.config.roll_kept_when_unfit:
+        roll_kept_user_messages(draft)
 
 
 def _met(draft: Draft, everything: bool = False) -> bool:
@@ -160,6 +170,26 @@ def reference_tool_outputs(draft: Draft) -> None:
     if draft.referenceable is not None and draft.referenceable[0] is draft.protected_groups and moved:
         left = sorted(order[moved:], key=found.seqs.__getitem__)
         draft.referenceable = (draft.protected_groups, list(map(found.items.__getitem__, left)))
+
+
+def reference_active_outputs(draft: Draft) -> None:
+    """The bounded active episode: once passes 1-2 leave the working set over the target, the
+    completed tool outputs of active episodes outside the protected groups become references,
+    oldest first, until the target is met. The episode is never archived: its goal stays in
+    the episode markers, its newest exchanges (the protected groups) in full, and each older
+    output's exact text at the observation address its reference shows."""
+    active, groups, preview = draft.active_episodes, draft.protected_groups, draft.preview
+    reference = Projection.REFERENCE
+    moves = []
+    for item in draft.tool_outputs:  # in item order: oldest first
+        if item.episode not in active or item.lifecycle == Lifecycle.PINNED or (
+                item.group is not None and item.group in groups):
+            continue
+        lifecycle, projection = draft.view(item)
+        if lifecycle != Lifecycle.ARCHIVED and projection in _REFERENCEABLE and (
+                cost_of(item, reference, preview) < cost_of(item, projection, preview)):
+            moves.append((item, _ACTIVE_REFERENCED))
+    draft.move_all(moves, lane_limit=draft.target - (draft.total() - draft.lane_tokens))
 
 
 def sweep_rebilled(draft: Draft) -> None:
@@ -304,6 +334,24 @@ def roll_old_submissions(draft: Draft, items: list[Item]) -> None:
     for item in items:
         if not draft.archived(item):
             draft.roll_into_summary(item)
+
+
+def roll_kept_user_messages(draft: Draft) -> None:
+    """The last step before a request is refused as unfit: pinned content alone overflows the
+    budget, so the user messages pass 3 keeps verbatim roll into the summary too, oldest first,
+    until the working set fits; the current submission (the newest) and those of an active
+    episode stay."""
+    users = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED
+             and not draft.archived(i)]
+    rolled = False
+    for item in users[:-1]:
+        if draft.total() <= draft.budget:
+            break
+        if item.episode not in draft.active_episodes:
+            draft.roll_into_summary(item)
+            rolled = True
+    if rolled:
+        draft.passes.append("pass3:kept-users-rolled")
 
 
 def roll_pinned_into_summary(draft: Draft) -> None:
