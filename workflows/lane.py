@@ -234,7 +234,8 @@ class Lane:
         """The pressure sample of ``plan``, keyed by ``seq`` (the item seq its answer takes)."""
         return request_event(self.data.lane, seq, task_id=task_id, turn=turn, request_tokens=plan.total_tokens,
                              working_set_tokens=engine.working_set_tokens(self.state), budget=plan.budget,
-                             ladder=plan.ladder.value)
+                             ladder=plan.ladder.value, stable_prefix_digest=plan.stable_prefix_digest(),
+                             parked_observations=self.state.counters.archived_observations)
 
     async def _plan_uncalibrated(self, start: int, turn: int | None, unfit: engine.RequestPlan) -> list[engine.RequestPlan]:
         """Nothing fits the calibrated budget: plan on our own count instead (logged), so that a
@@ -330,7 +331,7 @@ class Lane:
         if outcome is None or outcome.status != "succeeded":
             status = "failed" if outcome is None else outcome.status
             await self._condensation_failed(settings, source.source_tokens, status,
-                                            [] if outcome is None else outcome.errors)
+                                            [] if outcome is None else outcome.errors, outcome)
             return False
         planned = engine.plan_condense(
             self.state, engine.MemoryDoc.model_validate(outcome.memory), mode="llm",
@@ -346,7 +347,7 @@ class Lane:
         self.data.condensation_failures = 0
         await self.log_event("context.condensation.succeeded", {
             "memory_id": self.state.memory_id, "memory_tokens": outcome.memory_tokens,
-            "archived": len(result.archived), "latency_ms": outcome.latency_ms})
+            "archived": len(result.archived), "latency_ms": outcome.latency_ms, **_condenser_facts(outcome)})
         return True
 
     async def _condensation_outcome(self, settings: CompactionSettings, source) -> CondensationOutcome | None:
@@ -378,12 +379,13 @@ class Lane:
         return outcome
 
     async def _condensation_failed(self, settings: CompactionSettings, source_tokens: int, status: str,
-                                   errors: list[str]) -> None:
+                                   errors: list[str], outcome: CondensationOutcome | None = None) -> None:
         self.data.condensation_failures += 1
         if self.data.condensation_failures >= settings.max_consecutive_failures:
             self.data.condensation_blocked_below = source_tokens + settings.retry_after_growth_tokens
         await self.log_event(f"context.condensation.{status}", {
-            "errors": errors[:5], "consecutive_failures": self.data.condensation_failures})
+            "errors": errors[:5], "consecutive_failures": self.data.condensation_failures,
+            **(_condenser_facts(outcome) if outcome is not None else {})})
 
     async def log_event(self, kind: str, payload: dict) -> None:
         await calls.record_events(self.data.session_id, [*self.take_pending_events(),
@@ -456,3 +458,11 @@ class Lane:
     async def _condense_refused(self, rejection: Rejection) -> CondenseResult:
         await self.log_event(f"context.condense.{rejection.status}", {"reason": rejection.reason})
         return CondenseResult(status=rejection.status, reason=rejection.reason)
+
+
+def _condenser_facts(outcome: CondensationOutcome) -> dict[str, str | int]:
+    """What a condensation cost, for its event: the condenser's model and the tokens the
+    provider counted over its attempts (0 when it reported none)."""
+    usage = outcome.usage
+    return {"model": outcome.model, "input_tokens": usage.prompt if usage else 0,
+            "output_tokens": usage.completion if usage else 0, "attempts": outcome.attempts}

@@ -155,6 +155,7 @@ class Counters(BaseModel):
     llm_condensations: int = 0
     archived_items: int = 0
     archived_tokens: int = 0
+    archived_observations: int = 0  # archived items whose exact text is recallable at an observation address
     rolled_into_summary: int = 0
     generated_items: int = 0
 

@@ -72,6 +72,11 @@ async def test_a_default_session_compacts_at_80_percent_with_an_llm_attempt(clie
     assert started and succeeded, [e.kind async for e in client_a.iter_events(sid)]
     ours = [c for c in scripted.condensations if c["model"] == model]
     assert ours and "tools" not in ours[0]  # the condenser has no tools
+    # what the condensation cost, as the provider counted it (the scripted condenser reports 1 and 1)
+    assert {(e.payload["model"], e.payload["input_tokens"], e.payload["output_tokens"]) for e in succeeded} == {
+        (model, 1, 1)}
+    requests = await _events(client_a, sid, "context.request")
+    assert requests and all(len(e.payload["stable_prefix_digest"]) == 16 for e in requests)
     report = await client_a.context(sid)
     assert report.live_memory_id is not None
 

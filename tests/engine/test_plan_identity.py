@@ -35,7 +35,8 @@ AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "ro
 # defaults (no item names; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.
 ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share")
-STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names"}}, "checkpoint": {"names"}}
+STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names"}}, "checkpoint": {"names"},
+                 "counters": {"archived_observations"}}  # a count added since, derived from the archived items
 PLAN_EXCLUDE = {"checkpoint": {"names"}}
 RESULT_EXCLUDE = {"archived": {"__all__": {"names"}}}
 

@@ -54,7 +54,26 @@ def test_report_lists_every_item_with_state_projection_tokens_and_reason():
     assert report.pressure == round(report.working_set_tokens / report.budget, 4)
     assert report.live_memory_id == sim.state.memory_id and report.compactions == sim.state.counters.compactions
     assert report.counters.archived_items > 0 and report.archived_range is not None
+    archived = list(sim.archived.values())
+    assert report.counters.archived_observations == sum(i.observation_id is not None for i in archived) > 0
+    assert report.counters.archived_observations < len(archived)  # archived prose has no address
     json.loads(report.model_dump_json())
+
+
+def test_the_stable_prefix_digest_changes_exactly_when_the_cached_prefix_does():
+    sim = Sim(budget_tokens=3_000)
+    sim.system()
+    sim.user("go")
+    sim.exchange("ls", "a.py b.py")
+    first = sim.request()
+    sim.exchange("cat a.py", "print(1)")  # appended: the laid-out prefix is the same
+    appended = sim.request()
+    assert appended.stable_prefix_digest() == first.stable_prefix_digest()
+    for n in range(8):
+        sim.exchange(f"cat f{n}.py", big(2_000, f"r{n}"))
+    assert sim.compact_if_needed() is not None
+    compacted = sim.request()
+    assert compacted.stable_prefix_digest() != first.stable_prefix_digest()
 
 
 def test_state_and_plans_survive_a_json_round_trip():

@@ -122,6 +122,7 @@ def _archive(state: ContextState, item: Item, reason: str, result: ApplyResult) 
     """The item leaves workflow state; its metadata goes back to the caller to persist."""
     state.counters.archived_items += 1
     state.counters.archived_tokens += cost(state, item)
+    state.counters.archived_observations += item.observation_id is not None
     item.lifecycle, item.projection, item.reason = Lifecycle.ARCHIVED, Projection.OMITTED, reason
     del state.items[item.id]
     for kind, ref in list(state.generated.items()):

@@ -58,6 +58,8 @@ class Counters(BaseModel):
     llm_condensations: int = 0
     archived_items: int = 0
     archived_tokens: int = 0  # their cost when archived
+    # of those, the ones whose exact text is parked at an observation address (recallable)
+    archived_observations: int = 0
     rolled_into_summary: int = 0
     generated_items: int = 0  # numbers the ids of generated items
 

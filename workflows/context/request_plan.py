@@ -13,6 +13,7 @@ plan must equal byte for byte (tests/engine/test_incremental_plan.py).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import NamedTuple
@@ -65,6 +66,14 @@ class RequestPlan(BaseModel):
     @field_serializer("entries")
     def _entries_as_objects(self, entries: list[PlanEntry]) -> list[dict]:
         return [entry._asdict() for entry in entries]
+
+    def stable_prefix_digest(self) -> str:
+        """A short digest of the entries laid out at the last layout change: the part of the
+        request the provider's prompt cache can serve. Ids name immutable content, so the
+        digest changes exactly when those bytes do (a cache break between two requests)."""
+        prefix = self.entries[:self.stable_prefix_entries]
+        text = "\n".join(f"{e.item_id} {e.projection.value}" for e in prefix)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def pairs(self) -> list[tuple[str, Projection]]:

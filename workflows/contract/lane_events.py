@@ -44,13 +44,17 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
 
 
 def request_event(lane: str, seq: int, *, task_id: str | None, turn: int | None, request_tokens: int,
-                  working_set_tokens: int, budget: int, ladder: str) -> EventSpec:
+                  working_set_tokens: int, budget: int, ladder: str, stable_prefix_digest: str,
+                  parked_observations: int) -> EventSpec:
     """``context.request``: the pressure of one planned request (the inspector's timeline),
-    keyed by the item seq its answer takes, in the lane's requests namespace."""
+    keyed by the item seq its answer takes, in the lane's requests namespace. The digest of
+    the stable prefix changes between two requests exactly when the prompt cache breaks;
+    ``parked_observations`` counts the archived outputs recallable by address."""
     requests_lane = ids.request_events_lane(lane)
     return event("context.request", {
         "task_id": task_id, "turn": turn, "request_tokens": request_tokens,
         "working_set_tokens": working_set_tokens, "budget": budget, "ladder": ladder,
+        "stable_prefix_digest": stable_prefix_digest, "parked_observations": parked_observations,
     }, seq, requests_lane)
 
 
