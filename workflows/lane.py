@@ -431,7 +431,8 @@ class Lane:
                     ],
                 )
             )
-        await calls.record_events(self.data.session_id, compaction_events(plan, result, self.next_event_seq, self.event_lane))
+        await calls.record_events(self.data.session_id, compaction_events(plan, result, self.next_event_seq,
+                                                                          self.event_lane, self.state.notices))
         return result
 
     async def condense(self, raw_memory: dict | str) -> CondenseResult:

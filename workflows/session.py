@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         SubmitRequest,
         SubmitResult,
         TaskStatus,
+        budget_notice_on,
         capability_problem,
         note_problem,
         session_tools,
@@ -75,6 +76,9 @@ CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
 # A new session's lane is published once its system prompt is stored (handlers waiting for it
 # run after that store, not during it).
 LANE_AFTER_SYSTEM_PROMPT_PATCH = "lane-after-system-prompt"
+# Sessions started since tell their model of compactions (EngineConfig.budget_notice): only at a
+# session's start, so a restored run keeps what its session started with.
+BUDGET_NOTICE_PATCH = "budget-notice"
 # A step's items are stored by an activity, not a local activity: a local activity writes within
 # the workflow task that runs the update, and when that task is lost its rows stay while the
 # next task hands the same seqs to other content.
@@ -501,6 +505,7 @@ class SessionWorkflow:
             model_known=cfg.model_known,
             recall=cfg.recall,
             generated_role=cfg.generated_role,
+            budget_notice=budget_notice_on(cfg) and workflow.patched(BUDGET_NOTICE_PATCH),
             **self.engine_options,
             **new_session_profile(cfg.compaction.enabled),
         )

@@ -34,9 +34,10 @@ AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "ro
 # Fields added since, left out of the hashed dumps: the sessions below leave them at their
 # defaults (no item names; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.
-ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share")
+ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share", "budget_notice")
 STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names"}}, "checkpoint": {"names"},
-                 "counters": {"archived_observations"}}  # a count added since, derived from the archived items
+                 "counters": {"archived_observations"},  # a count added since, derived from the archived items
+                 "notices": True, "notice_task": True}  # the budget notice's (off in these sessions)
 PLAN_EXCLUDE = {"checkpoint": {"names"}}
 RESULT_EXCLUDE = {"archived": {"__all__": {"names"}}}
 

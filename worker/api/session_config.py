@@ -23,7 +23,7 @@ from worker.api.errors import ApiError
 from worker.api.replays import check_replay
 from worker.settings import Settings
 from workflows.context import known_window
-from workflows.contract.session import ReplaySpec, SessionConfig
+from workflows.contract.session import ReplaySpec, SessionConfig, budget_notice_on
 from workflows.contract.tools import offered_tools
 
 # The tools mode of POST /sessions -> SessionConfig.tools ("workspace": the mode's default).
@@ -110,6 +110,8 @@ def session_config(body: SessionCreate, session_id: str, tenant: str, request: R
         values["tool_set"] = tool_set_id(definitions)
     if body.generated_role is not None:
         values["generated_role"] = body.generated_role
+    if body.budget_notice is not None:
+        values["budget_notice"] = body.budget_notice
     if body.subagents is not None:
         values["subagents"] = body.subagents.model_dump(exclude_none=True)
     values["compaction"] = compaction_config(body, settings, model)
@@ -147,6 +149,7 @@ def row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
         "tool_definitions": len(body.tool_definitions or []),
         "recall": config.recall,
         "generated_role": config.generated_role,
+        "budget_notice": budget_notice_on(config),
         "max_turns_per_task": config.max_turns_per_task,
         "give_up_seconds": config.give_up_seconds,
         "llm_compaction": config.compaction.enabled,

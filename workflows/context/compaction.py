@@ -13,6 +13,7 @@ from .errors import EngineError
 from .items import Item, Lifecycle, Projection
 from .layout import keep_layout, layout_unchanged, rebuild_layout
 from .ledger import ContextState, GeneratedRef
+from .notice import NOTICE
 from .passes import run_fallback_passes
 from .reproject import reproject
 from .request_plan import PlanEntry, refresh_plan_cache
@@ -80,6 +81,9 @@ def apply_plan(state: ContextState, plan: CompactionPlan, measured_tokens: Measu
     for text in plan.generated:
         _replace_generated(state, text.key, text.text, text.text_hash, text.role,
                            measured.get(text.key, {}).get(Projection.FULL, text.estimated_tokens), plan, result)
+    if any(text.key == NOTICE for text in plan.generated):
+        state.notices += 1  # a pressure streak announced (notice.py)
+        state.notice_task = state.current_task
     for episode_id in plan.archived_episodes:
         state.episodes[episode_id].status = EpisodeStatus.ARCHIVED
     if plan.checkpoint is not None:

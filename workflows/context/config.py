@@ -59,6 +59,10 @@ class EngineConfig(BaseModel):
     # pass 3 keeps verbatim into the rolling summary, oldest first, all but the current submission,
     # before a request is refused as unfit (passes.roll_kept_user_messages).
     roll_kept_when_unfit: bool = True
+    # The first compaction of each task adds a short notice at the end of the history telling
+    # the model what was compacted, its budget and how to read archived output back
+    # (notice.py): an agent that cannot see its own budget is surprised by compaction.
+    budget_notice: bool = False
     # The checkpoint also lists the paths and code symbols archived items mentioned
     # (Item.names), most recent first: what the archived turns worked on stays in view.
     checkpoint_names: int = Field(default=0, ge=0)  # how many (0: none)

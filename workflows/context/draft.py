@@ -21,6 +21,8 @@ from .episodes import EpisodeStatus, markers_text
 from .items import Item, Kind, Lifecycle, Projection
 from .lane_facts import LaneFacts
 from .ledger import GENERATED_KINDS, ContextState, lane_items
+from .notice import NOTICE, announces, notice_text
+from .notice import counts as notice_counts
 from .request_plan import kept_lane_facts
 from .summary import summary_text
 from .text import estimate_tokens, text_hash
@@ -230,6 +232,11 @@ class Draft:
     # --- the plan ------------------------------------------------------------------------
     def to_plan(self) -> CompactionPlan:
         generated: list[GeneratedText] = []
+        if self.mode in ("fallback", "llm") and announces(self.state):
+            referenced, archived = notice_counts(self.changes)
+            if referenced or archived or self.mode == "llm":  # a compaction that did something
+                # the figures as the request will be (the notice's own few tokens aside)
+                self.set_text(NOTICE, notice_text(referenced, archived, self.total(), self.budget, self.config.recall))
         if self.archived_episodes and self.config.concluded_in_markers:
             # an exploration archived now lists its conclusion in the checkpoint, not the markers
             self.set_text(Kind.EPISODES.value, markers_text(self.state, set(self.archived_episodes)))

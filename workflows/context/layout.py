@@ -21,6 +21,7 @@ _STABLE_RANK = {Kind.SYSTEM.value: 0, Kind.SUMMARY.value: 1, Kind.CAPABILITY.val
 HISTORY_KINDS = frozenset({Kind.ASSISTANT.value, Kind.TOOL_RESULT.value, Kind.HANDOFF.value})
 # plain strings: these run once per item at every layout, and Enum.value is a property call
 _MEMORY, _CHECKPOINT, _CAPABILITY = Kind.MEMORY.value, Kind.CHECKPOINT.value, Kind.CAPABILITY.value
+_NOTICE = Kind.NOTICE.value
 
 
 def segment(item: Item) -> tuple[str, int]:
@@ -29,6 +30,8 @@ def segment(item: Item) -> tuple[str, int]:
         return "memory", 0
     if item.kind == _CHECKPOINT:
         return "history", 0
+    if item.kind == _NOTICE:
+        return "history", 1
     if item.kind in _STABLE_RANK:
         return "stable", _STABLE_RANK[item.kind]
     if item.lifecycle == Lifecycle.PINNED and item.kind not in HISTORY_KINDS and item.role != "tool":
@@ -40,7 +43,7 @@ def is_step_capability(item: Item) -> bool:
     return item.kind == _CAPABILITY and item.scope == "step"
 
 
-LayoutKey = tuple[int, int, int, str]  # (segment, rank, seq, id)
+LayoutKey = tuple[int, int, float, str]  # (segment, rank, seq, id)
 
 
 def layout_key(item: Item) -> LayoutKey:
@@ -55,6 +58,8 @@ def layout_key(item: Item) -> LayoutKey:
         return 1, 0, item.seq, item.id
     if kind == _CHECKPOINT:
         return 2, 0, item.seq, item.id
+    if kind == _NOTICE:  # generated with the seq of the newest item: it goes right after that item
+        return 2, 1, item.seq + 0.5, item.id
     if item.lifecycle == Lifecycle.PINNED and kind not in HISTORY_KINDS and item.role != "tool":
         return 0, 2, item.seq, item.id
     return 2, 1, item.seq, item.id

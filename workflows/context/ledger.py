@@ -24,7 +24,8 @@ from .observations import OBSERVATION_ID
 from .summary import SummaryData
 
 PINNED_KINDS = frozenset({Kind.SYSTEM.value, Kind.USER.value, Kind.NOTE.value, Kind.DECISION.value})
-GENERATED_KINDS = frozenset({Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value, Kind.EPISODES.value})
+GENERATED_KINDS = frozenset({Kind.MEMORY.value, Kind.SUMMARY.value, Kind.CHECKPOINT.value, Kind.EPISODES.value,
+                             Kind.NOTICE.value})
 NOT_LANE_KINDS = GENERATED_KINDS | {Kind.CAPABILITY.value}
 _GROUP_SEARCH = 256  # how far back a tool result looks for the assistant turn that called it
 
@@ -87,6 +88,10 @@ class ContextState(BaseModel):
     generation: int = 0  # bumped on every working-set change (stale-plan detection)
     layout_epoch: int = 0  # bumped whenever a request may stop extending the previous one
     counters: Counters = Field(default_factory=Counters)
+    # The budget notice (EngineConfig.budget_notice): how many were announced, and the task of
+    # the last one (one per pressure streak: the compactions of one task)
+    notices: int = 0
+    notice_task: str | None = None
     # A child lane's requests start with its parent's prefix (see fork.py): never compacted
     # here, charged against the budget like the tool definitions.
     shared_prefix: list[SharedEntry] = Field(default_factory=list)

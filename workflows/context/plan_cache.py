@@ -46,7 +46,7 @@ class PlanCache:
     # by walking it (prefix.py); ``last_key``: the layout key of its last item, which an
     # appended item's key must exceed to keep that true
     in_key_order: bool = False
-    last_key: tuple[int, int, int, str] | None = None
+    last_key: tuple[int, int, float, str] | None = None
     lane: LaneFacts | None = None  # what a compaction draft reads of the lane (lane_facts.py)
     pending: list[str] = field(default_factory=list)  # appended since ``entries`` was extended
 

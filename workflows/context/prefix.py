@@ -18,7 +18,7 @@ from .layout import HISTORY_KINDS, layout_key
 from .request_plan import in_key_order
 
 Entry = tuple[str, Projection]  # what one request entry renders from: (item id, projection)
-PlannedKey = tuple[int, int, int, str]  # layout key (segment, rank, seq, id) of a planned entry
+PlannedKey = tuple[int, int, float, str]  # layout key (segment, rank, seq, id) of a planned entry
 _HISTORY = 2  # layout_key()[0] of the history segment (after stable and memory)
 
 

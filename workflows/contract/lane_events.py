@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workflows.context import ApplyResult, CompactionPlan, Item, ids
+from workflows.context import ApplyResult, CompactionPlan, Item, Kind, ids
 from workflows.contract.events import EventSpec
 
 # Episode transitions: the inspector and a parent repairing a dead child read episode state from these.
 EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED = "episode.begun", "episode.ended", "episode.abandoned"
+# The model was told its context was compacted (once per pressure streak: workflows/context/notice.py).
+BUDGET_NOTICE = "context.budget.notice"
 
 
 def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Callable[[], int],
-                      lane: str = ids.MAIN_LANE) -> list[EventSpec]:
-    """One event for the compaction (or the task assembly), one per item that left the working set."""
+                      lane: str = ids.MAIN_LANE, notices: int = 0) -> list[EventSpec]:
+    """One event for the compaction (or the task assembly), one for the budget notice it wrote
+    (``notices``: the streaks announced so far, this one included), one per item that left
+    the working set."""
     events = [
         event(
             "context.assembly" if plan.mode == "assembly" else f"context.compaction.{plan.mode}",
@@ -38,6 +42,11 @@ def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Calla
             lane,
         )
     ]
+    for created in result.created:
+        if created.key == Kind.NOTICE.value:
+            events.append(event(BUDGET_NOTICE, {"item_id": created.item_id, "streak": notices, "budget": plan.budget,
+                                                "tokens_after": result.tokens_after},
+                                next_seq(), lane))
     for item in result.archived:
         events.append(archived_event(item, next_seq(), lane))
     return events

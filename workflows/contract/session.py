@@ -126,6 +126,9 @@ class SessionConfig(BaseModel):
     # Role of the texts the engine writes; "user" for sessions started before it was a choice.
     generated_role: GeneratedRole = "system"
     tool_network: bool = False  # bash may reach the network (its sandbox has none otherwise)
+    # The budget notice (EngineConfig.budget_notice); None: on for hosted sessions that call a
+    # model, off for external ones and replays (the recorded agent never saw one).
+    budget_notice: bool | None = None
     # How long a model or tool call retries transient failures (a killed worker, the
     # provider's 5xx or 429, an outage) before its task fails with the last cause.
     give_up_seconds: float = Field(GIVE_UP_SECONDS, gt=0)
@@ -145,6 +148,13 @@ class SessionConfig(BaseModel):
         if unknown := unknown_tools(tools or []):
             raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOL_SPECS)}")
         return tools
+
+
+def budget_notice_on(config: SessionConfig) -> bool:
+    """Whether a session started with ``config`` tells its model of compactions."""
+    if config.budget_notice is not None:
+        return config.budget_notice
+    return config.mode == "hosted" and config.replay is None
 
 
 def session_tools(config: SessionConfig) -> list[str]:

@@ -93,6 +93,10 @@ class SessionCreate(Strict):
     generated_role: Literal["system", "developer", "user"] | None = Field(
         None, description="role of the texts Lanes writes into the request (checkpoint, memory, summary); "
         "default system")
+    budget_notice: bool | None = Field(
+        None, description="tell the model when its context was compacted: one short notice at the first compaction "
+        "of each task (what was compacted, the budget, how to recall). Default: on for hosted sessions, off for "
+        "external ones")
     max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
     give_up_seconds: float | None = Field(
         None, gt=0, le=86_400, description="how long a model or tool call retries transient failures (an unreachable "
