@@ -5,6 +5,7 @@ real stack (Temporal, PostgreSQL, worker, API)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -123,7 +124,10 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
                                        openai_client=AsyncOpenAI(base_url=scripted.http.base_url, api_key="test"))
     agent = Agent(name="reader", instructions="Read what you are asked to.", model=model, tools=[read_part])
     session = await LanesSession.create(client_a, agent=agent, budget_tokens=BUDGET)
-    assert (await client_a.get_session(session.lanes_session_id)).config["tool_definitions"] == 1
+    config = (await client_a.get_session(session.lanes_session_id)).config
+    assert config["tool_definitions"] == 2  # read_part and the recall tool the session gave the agent
+    assert config["model"] == "deepseek-chat" and config["recall"] == "tool"  # the agent's own model
+    assert [t.name for t in agent.tools] == ["read_part", "recall_observation"]
 
     scripted.task = "first: read the parts"
     first = await run_agent(mode, agent, "first: read the parts", session)
@@ -188,3 +192,57 @@ async def test_pop_and_clear_on_an_append_only_store(client_a):
     assert len((await client_a.list_items(first)).items) >= 3
     await session.clear_session()
     assert await session.get_items() == [] and await session.pop_item() is None
+
+
+class RecallingModel:
+    """Reads three parts, then recalls the first 300 characters of the first address its
+    request shows, then answers with what the recall returned."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        app = FastAPI()
+
+        @app.post("/v1/chat/completions")
+        async def complete(request: Request) -> Any:
+            body = await request.json()
+            self.requests.append(body)
+            turn = len(self.requests)
+            if turn <= 3:
+                call = {"name": "read_part", "arguments": json.dumps({"n": turn})}
+            elif turn == 4:
+                shown = json.dumps(body["messages"])
+                address = re.search(r"observation://obs-[A-Za-z0-9_.-]+", shown)
+                assert address is not None, "a compacted request shows an address"
+                call = {"name": "recall_observation",
+                        "arguments": json.dumps({"address": address.group(0), "offset": 0, "limit": 300})}
+            else:
+                call = None
+            message = ({"role": "assistant", "content": None,
+                        "tool_calls": [{"id": f"call-{turn}", "type": "function", "function": call}]}
+                       if call else {"role": "assistant", "content": body["messages"][-1]["content"]})
+            return {"id": f"r{turn}", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+        self.http = ThreadedServer(app)
+
+
+async def test_a_compacted_run_reads_archived_output_back_with_the_recall_tool(client_a):
+    set_tracing_disabled(True)
+    upstream = RecallingModel()
+    try:
+        model = OpenAIChatCompletionsModel(model="gpt-4.1-mini",
+                                           openai_client=AsyncOpenAI(base_url=upstream.http.base_url, api_key="test"))
+        agent = Agent(name="reader", instructions="Read what you are asked to.", model=model, tools=[read_part])
+        session = await LanesSession.create(client_a, agent=agent, budget_tokens=2_500)
+        answer = (await Runner.run(agent, "read three parts", session=session, run_config=session.run_config(),
+                                   max_turns=10)).final_output
+    finally:
+        upstream.http.stop()
+    assert (await client_a.get_session(session.lanes_session_id)).config["model"] == "gpt-4.1-mini"
+    header, text = answer.split("\n", 1)
+    # the exact text at the address: the first 300 characters of one of the parts read
+    assert any(text == _part(n)[:300] and f"of {len(_part(n))}" in header for n in (1, 2, 3)), answer
+    assert header.startswith("[observation://obs-") and "more from offset=300" in header
+    outputs = [i["output"] for i in await session.get_items() if i.get("type") == "function_call_output"]
+    assert outputs[-1] == answer  # the recall's result is in the session's history like any tool output

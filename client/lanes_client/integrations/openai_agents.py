@@ -5,7 +5,11 @@ per-call model input filter so that compaction also happens inside one run.
     result = await Runner.run(agent, "task", session=lanes, run_config=lanes.run_config())
 
 - ``create(agent=...)`` declares the agent's instructions and function tools on the session,
-  so the budget is charged for the tools the SDK sends with every call.
+  so the budget is charged for the tools the SDK sends with every call, and names the agent's
+  model as the session's (its window, tokenizer, prices and calibration). It also gives the
+  agent a ``recall_observation`` tool (``recall_tool=False`` leaves the agent as it is): a
+  compacted request shows older output as an ``observation://`` address, and this tool reads
+  the exact text there back from the session (``LanesSession.recall_tool``).
 
 - ``add_items`` appends the SDK's items (Responses API items) as they are; the session
   stores them verbatim, reasoning included (``responses_items``).
@@ -27,16 +31,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import weakref
 from typing import Any
 
-from agents import Agent, FunctionTool
+from agents import Agent, FunctionTool, function_tool
 from agents.memory.session_settings import SessionSettings
 from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 from lanes_client.client import AsyncLanesClient
+from lanes_client.errors import LanesAPIError
 
 PAGE = 500
 BATCH = 100  # items one append takes (it makes at most as many session items)
+RECALL_TOOL = "recall_observation"  # the name the session's placeholders tell the model to call
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -53,6 +60,44 @@ def agent_tool_definitions(agent: Agent[Any]) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": tool.name, "description": tool.description,
                                               "parameters": tool.params_json_schema}}
             for tool in agent.tools if isinstance(tool, FunctionTool)]
+
+
+def agent_model_name(agent: Agent[Any]) -> str | None:
+    """The model the agent calls, by name (a name, or a model object's ``model``); None: the SDK's default."""
+    model = agent.model
+    if isinstance(model, str):
+        return model or None
+    name = getattr(model, "model", None)
+    return name if isinstance(name, str) and name else None
+
+
+def _recall_tool(session: LanesSession) -> FunctionTool:
+    @function_tool(name_override=RECALL_TOOL)
+    async def recall_observation(address: str, offset: int | None = None, limit: int | None = None) -> str:
+        """Read archived output back exactly: older tool output in your context may show only an
+        observation:// address; this returns the exact text stored there.
+
+        Args:
+            address: the observation://obs-... address (it may carry ?offset=&limit=).
+            offset: the first character to read (default: the address's, else 0).
+            limit: how many characters to read (default: the address's, else as many as one read returns).
+        """
+        try:
+            piece = await session.client.read_observation(session.lanes_session_id, address, offset=offset,
+                                                          limit=limit)
+        except (ValueError, LanesAPIError) as error:
+            return f"{RECALL_TOOL} failed: {error}"
+        end = piece.offset + len(piece.text)
+        more = "the end" if piece.eof else f"more from offset={piece.next_offset}"
+        return f"[{piece.address}: characters {piece.offset}-{end} of {piece.total_chars}; {more}]\n{piece.text}"
+
+    _OURS.add(id(recall_observation))
+    weakref.finalize(recall_observation, _OURS.discard, id(recall_observation))
+    return recall_observation
+
+
+# ids of the recall tools this module made (while they live): create() replaces its own, never an agent's own tool
+_OURS: set[int] = set()
 
 
 class LanesSession:
@@ -74,19 +119,42 @@ class LanesSession:
         self._ahead: list[dict[str, Any]] = []
 
     @classmethod
-    async def create(cls, client: AsyncLanesClient, agent: Agent[Any] | None = None, **config: Any) -> LanesSession:
+    async def create(cls, client: AsyncLanesClient, agent: Agent[Any] | None = None, *, recall_tool: bool = True,
+                     **config: Any) -> LanesSession:
         """A new external session (``tools`` defaults to ``none``: the SDK runs its own tools);
-        ``agent``: its instructions (when text) and function tools are the session's."""
+        ``agent``: its instructions (when text), model and function tools are the session's, and
+        it is given this session's recall tool (unless ``recall_tool`` is False or it has a
+        ``recall_observation`` tool of its own)."""
         config.setdefault("tools", "none")
+        session = cls(client, "", config=config)
         if agent is not None:
             if isinstance(agent.instructions, str):
                 config.setdefault("system_prompt", agent.instructions)
+            if (model := agent_model_name(agent)) is not None:
+                config.setdefault("model", model)
+            if recall_tool:
+                session._give_recall_tool(agent)
             if definitions := agent_tool_definitions(agent):
                 config.setdefault("tool_definitions", definitions)
+            if any(tool.name == RECALL_TOOL for tool in agent.tools if isinstance(tool, FunctionTool)):
+                config.setdefault("recall", "tool")
         created = await client.create_session(mode="external", **config)
-        session = cls(client, created.session_id, config=config)
+        session.session_id = session.lanes_session_id = created.session_id
         session._stored = 0
         return session
+
+    def recall_tool(self) -> FunctionTool:
+        """A ``recall_observation`` function tool reading this session's archived output (for an
+        agent made after the session, or one given to ``create`` with ``recall_tool=False``)."""
+        return _recall_tool(self)
+
+    def _give_recall_tool(self, agent: Agent[Any]) -> None:
+        """Add this session's recall tool to ``agent``, in place of one this module gave it for
+        another session; an agent's own tool of that name is left as it is."""
+        tools = list(agent.tools)
+        if any(getattr(t, "name", None) == RECALL_TOOL and id(t) not in _OURS for t in tools):
+            return
+        agent.tools = [t for t in tools if id(t) not in _OURS] + [_recall_tool(self)]
 
     async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The history as the SDK added it, oldest first (the latest ``limit`` when given)."""
