@@ -63,6 +63,9 @@ def test_session_new_list_show_cancel(env):
     sid = created.stdout.strip()  # the id alone on stdout, the human line on stderr
     assert re.fullmatch(r"ses-[0-9a-f]{12}", sid)
     assert "created external session" in created.stderr
+    assert "budget: 9,000 tokens" in created.stderr  # the budget is said, chosen or not
+    windowed = lanes(env, "session", "new", "--mode", "external", "--context-window", "128000", "--max-output", "4096")
+    assert "budget: the model's usable window, 123,904 tokens" in windowed.stderr and "--budget" in windowed.stderr
     quiet = lanes(env, "session", "new", "-q")
     assert quiet.returncode == 0 and re.fullmatch(r"ses-[0-9a-f]{12}\n", quiet.stdout)
     as_json = json.loads(lanes(env, "session", "new", "--json", "--mode", "external").stdout)

@@ -67,6 +67,9 @@ def test_dev_replay_drives_a_recorded_session_to_compactions(database_url, tmp_p
                                 capture_output=True, text=True, timeout=120)
         assert second.returncode == 0, second.stderr
         assert second.stdout.strip().startswith("ses-") and second.stdout.count("\n") == 1
+        # it compacts as the dev replay does: the same default budget
+        with LanesClient(ready["api_url"], token) as lanes:
+            assert lanes.get_session(second.stdout.strip()).config["budget_tokens"] == 12_000
     finally:
         dev.send_signal(signal.SIGINT)
         try:

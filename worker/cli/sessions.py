@@ -28,6 +28,7 @@ from worker.cli.common import (
     print_json,
     run_api,
 )
+from worker.cli.local import DEFAULT_BUDGET
 
 __all__ = ["EXIT_API", "EXIT_TASK_FAILED", "EXIT_UNREACHABLE", "EXIT_USAGE", "app"]
 
@@ -50,6 +51,17 @@ def _replay_body(trajectory: str | None, model_url: str | None) -> tuple[dict[st
 CONTEXT_TOOLS = ("begin_episode", "end_episode", "condense_context", "pin_note")
 
 
+def budget_line(config: dict[str, Any]) -> str:
+    """What the session's budget is, and when no budget was chosen, what that means for cost."""
+    if config.get("budget_tokens"):
+        return f"budget: {config['budget_tokens']:,} tokens (the working set compacts near it)"
+    window, output = int(config.get("context_window") or 0), int(config.get("max_output_tokens") or 0)
+    usable = window - min(output, window // 2)
+    return (f"budget: the model's usable window, {usable:,} tokens: it compacts only near that, so it saves little; "
+            "pass --budget (e.g. 16000, about half the cost of the full history on recorded sessions) to compact "
+            "for cost")
+
+
 def _context_tools(names: list[str] | None) -> list[str] | None:
     if not names:
         return None
@@ -69,7 +81,9 @@ def new(
         help="with --replay: the recording to replay [default: the demo's]", show_default=False)] = None,
     mode: Annotated[Literal["hosted", "external"], typer.Option()] = "hosted",
     model: Annotated[str | None, typer.Option()] = None,
-    budget: Annotated[int | None, typer.Option(help="working-set budget in tokens (tool definitions are charged to it)")] = None,
+    budget: Annotated[int | None, typer.Option(
+        help="working-set budget in tokens (tool definitions are charged to it) [default: the model's usable "
+             "window; a replay: 12,000]", show_default=False)] = None,
     context_window: Annotated[int | None, typer.Option()] = None,
     max_output: Annotated[int | None, typer.Option()] = None,
     tools: Annotated[Literal["workspace", "recall", "none"] | None, typer.Option()] = None,
@@ -117,7 +131,8 @@ def new(
                   "system_prompt": prompt or replay_fields.get("system_prompt")}
         async with settings.client() as lanes:
             created = await lanes.create_session(
-                **fields, budget_tokens=budget, context_window=context_window,
+                **fields, budget_tokens=budget or (DEFAULT_BUDGET if task else None),  # a replay compacts as
+                context_window=context_window,  # 'lanes dev --replay' does
                 max_output_tokens=max_output, tools=tools, max_turns_per_task=max_turns,
                 compaction=None if llm_compaction is None else {"enabled": llm_compaction},
                 context_tools=_context_tools(context_tool),
@@ -129,6 +144,7 @@ def new(
         if not quiet:  # the human line on stderr: stdout holds the id alone
             note = f"; replaying its recorded task as {accepted.task_id}" if accepted else ""
             console(stderr=True).print(f"created {created.mode} session [bold]{created.session_id}[/bold]{note}")
+            console(stderr=True).print(budget_line(created.config), highlight=False)
         print(created.session_id)
         return 0
 
