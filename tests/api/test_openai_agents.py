@@ -128,6 +128,7 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
     assert config["tool_definitions"] == 2  # read_part and the recall tool the session gave the agent
     assert config["model"] == "deepseek-chat" and config["recall"] == "tool"  # the agent's own model
     assert [t.name for t in agent.tools] == ["read_part", "recall_observation"]
+    assert session.budget == BUDGET
 
     scripted.task = "first: read the parts"
     first = await run_agent(mode, agent, "first: read the parts", session)
@@ -240,6 +241,8 @@ async def test_a_compacted_run_reads_archived_output_back_with_the_recall_tool(c
     finally:
         upstream.http.stop()
     assert (await client_a.get_session(session.lanes_session_id)).config["model"] == "gpt-4.1-mini"
+    unbounded = await LanesSession.create(client_a, agent=Agent(name="a", model=model), recall_tool=False)
+    assert unbounded.budget == 1_047_576 - 4_096  # gpt-4.1-mini's usable window: the budget no one chose
     header, text = answer.split("\n", 1)
     # the exact text at the address: the first 300 characters of one of the parts read
     assert any(text == _part(n)[:300] and f"of {len(_part(n))}" in header for n in (1, 2, 3)), answer

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from lanes_client.schemas import session_budget
 from worker.cli.common import (
     EXIT_API,
     EXIT_TASK_FAILED,
@@ -55,10 +56,8 @@ def budget_line(config: dict[str, Any]) -> str:
     """What the session's budget is, and when no budget was chosen, what that means for cost."""
     if config.get("budget_tokens"):
         return f"budget: {config['budget_tokens']:,} tokens (the working set compacts near it)"
-    window, output = int(config.get("context_window") or 0), int(config.get("max_output_tokens") or 0)
-    usable = window - min(output, window // 2)
-    return (f"budget: the model's usable window, {usable:,} tokens: it compacts only near that, so it saves little; "
-            "pass --budget (e.g. 16000, about half the cost of the full history on recorded sessions) to compact "
+    return (f"budget: the model's usable window, {session_budget(config):,} tokens: it compacts only near that, "
+            "so it saves little; pass --budget (e.g. 16000, about half the cost of the full history on recorded sessions) to compact "
             "for cost")
 
 

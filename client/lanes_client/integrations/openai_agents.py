@@ -40,6 +40,7 @@ from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 from lanes_client.client import AsyncLanesClient
 from lanes_client.errors import LanesAPIError
+from lanes_client.schemas import session_budget
 
 PAGE = 500
 BATCH = 100  # items one append takes (it makes at most as many session items)
@@ -117,6 +118,9 @@ class LanesSession:
         # skips it when the SDK saves it.
         self._stored: int | None = None
         self._ahead: list[dict[str, Any]] = []
+        # the working-set budget in tokens, when create() made the session: without budget_tokens
+        # the model's usable window, which compacts only near it (pass budget_tokens for cost)
+        self.budget: int | None = None
 
     @classmethod
     async def create(cls, client: AsyncLanesClient, agent: Agent[Any] | None = None, *, recall_tool: bool = True,
@@ -141,6 +145,7 @@ class LanesSession:
         created = await client.create_session(mode="external", **config)
         session.session_id = session.lanes_session_id = created.session_id
         session._stored = 0
+        session.budget = session_budget(created.config)
         return session
 
     def recall_tool(self) -> FunctionTool:

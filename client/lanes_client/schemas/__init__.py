@@ -78,9 +78,11 @@ from lanes_client.schemas.sessions import (
     SessionSummary,
     SubagentsIn,
     WorkflowInfo,
+    session_budget,
 )
 
 __all__ = [
+    "session_budget",
     "ID_PATTERN",
     "OBS_PATTERN",
     "MAX_ITEM_CHARS",

@@ -111,6 +111,16 @@ class SessionCreate(Strict):
         "for the session's cost units; default: the worker's LANES_PRICES")
 
 
+def session_budget(config: dict[str, Any]) -> int:
+    """A session's working-set budget in tokens from its configuration (``config`` of
+    ``SessionCreated``/``SessionInfo``): ``budget_tokens``, else the model's usable window (the
+    window less the output it reserves), which compacts only near it."""
+    if config.get("budget_tokens"):
+        return int(config["budget_tokens"])
+    window, output = int(config.get("context_window") or 0), int(config.get("max_output_tokens") or 0)
+    return window - min(output, window // 2)
+
+
 class SessionCreated(BaseModel):
     session_id: str
     mode: str
