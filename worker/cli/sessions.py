@@ -57,8 +57,8 @@ def budget_line(config: dict[str, Any]) -> str:
     if config.get("budget_tokens"):
         return f"budget: {config['budget_tokens']:,} tokens (the working set compacts near it)"
     return (f"budget: the model's usable window, {session_budget(config):,} tokens: it compacts only near that, "
-            "so it saves little; pass --budget (e.g. 16000, about half the cost of the full history on recorded sessions) to compact "
-            "for cost")
+            "so it saves little; pass --budget (e.g. 16000, about half the cost of the full history on recorded "
+            "sessions) to compact for cost")
 
 
 def _context_tools(names: list[str] | None) -> list[str] | None:
