@@ -54,9 +54,12 @@ DEFINITION = [
     "symbols (identifiers with an inner `_`, a lower-to-upper case change or a dot), numbers of ≥ 3 digits and "
     "quoted strings of 8–200 characters; shorter than 4 characters or an observation address: left out. A name "
     "*counts* at step *k* when it occurs verbatim in an item before call *k* (tool output or message, prose or "
-    "call arguments) and not in the system prompt. A counted name is *visible* when it occurs verbatim in the "
-    "request's text (every message's content, tool-call arguments and reasoning: full text, preview head and "
-    "tail, placeholders and the checkpoint alike), else a *miss*. A miss is *recallable* when it occurs in the "
+    "call arguments) and not in the system prompt. A counted name is *visible* when it occurs verbatim in "
+    "content the request carries (every message's content, tool-call arguments and reasoning: full text, preview "
+    "head and tail, placeholders, the memory and the checkpoint's lines), else a *miss*. The checkpoint's index "
+    "of names (`Files and symbols the archived items mentioned`) is not content: a bare name tells the model a "
+    "file existed, not what was in it, so a name found only there is a miss, counted apart as *index-only* (the "
+    "figure before this definition counted it as visible: *before*). A miss is *recallable* when it occurs in the "
     "exact stored text of an item whose `observation://` address appears in that request: one exact "
     "`recall_observation` of an address the model can read would find it (masking keeps no store: never). "
     "miss rate = misses / counted names, summed over all steps of all files; after recall = (misses − "
@@ -66,6 +69,27 @@ DEFINITION = [
 
 def row(f: Fidelity) -> dict:
     return f.as_dict()
+
+
+def spread_by_folder(per_file: dict[str, dict[tuple[str, int], Fidelity]], budget: int, data: str) -> dict:
+    """folder (and "all") -> policy -> the distribution of the files' own miss rates: median,
+    90th percentile, worst, and the five worst files (a mean over names hides a file that fails)."""
+    rates: dict[str, dict[str, list[tuple[float, str]]]] = {}
+    for path, results in per_file.items():
+        for folder in ("all", folder_of(path, data) or "(other)"):
+            for name in POLICIES:
+                f = results[(name, budget)]
+                if f.named:
+                    rates.setdefault(folder, {}).setdefault(name, []).append((f.miss_rate, path))
+
+    def spread(values: list[tuple[float, str]]) -> dict:
+        ordered = sorted(values)
+        at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))][0]  # noqa: E731
+        return {"files": len(ordered), "p50": round(at(0.5), 5), "p90": round(at(0.9), 5),
+                "max": round(ordered[-1][0], 5),
+                "worst": [{"file": path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1], "miss_rate": round(r, 5)}
+                          for r, path in reversed(ordered[-5:])]}
+    return {folder: {name: spread(values) for name, values in policies.items()} for folder, policies in sorted(rates.items())}
 
 
 def readme_block(data: dict) -> str:
@@ -79,21 +103,25 @@ def readme_block(data: dict) -> str:
         "",
         *DEFINITION,
         "",
-        "| budget | policy | names | visible | misses | miss rate | recallable misses | miss rate after recall |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| budget | policy | names | visible | misses | miss rate | of them index-only | before (index counted) "
+        "| recallable misses | miss rate after recall |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for budget in data["budgets"]:
         for name in POLICIES:
             p = data["results"][str(budget)]["all"][name]
             lines.append(f"| {budget:,} | {name} | {p['named']:,} | {p['visible']:,} | {p['missed']:,} | "
-                         f"{100 * p['miss_rate']:.2f} % | {p['recallable']:,} | {100 * p['unrecovered_rate']:.2f} % |")
-    lines += ["", "lanes miss rate per folder:", "", "| budget | folder | names | miss rate | after recall |",
-              "|---:|---|---:|---:|---:|"]
+                         f"{100 * p['miss_rate']:.2f} % | {p['index_only']:,} | {100 * p['miss_rate_index_counted']:.2f} % "
+                         f"| {p['recallable']:,} | {100 * p['unrecovered_rate']:.2f} % |")
+    lines += ["", "lanes miss rate per folder, and over the files of each (a file's own miss rate):", "",
+              "| budget | folder | names | miss rate | before (index counted) | after recall | files: median | 90th % "
+              "| worst |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for budget in data["budgets"]:
         for folder, policies in data["results"][str(budget)]["by_folder"].items():
-            p = policies[LANES]
+            p, spread = policies[LANES], data["results"][str(budget)]["per_file"][folder][LANES]
             lines.append(f"| {budget:,} | {folder} | {p['named']:,} | {100 * p['miss_rate']:.2f} % | "
-                         f"{100 * p['unrecovered_rate']:.2f} % |")
+                         f"{100 * p['miss_rate_index_counted']:.2f} % | {100 * p['unrecovered_rate']:.2f} % | "
+                         f"{100 * spread['p50']:.2f} % | {100 * spread['p90']:.2f} % | {100 * spread['max']:.2f} % |")
     m = data["machine"]
     lines += ["", f"Run with {data['jobs']} processes on {m['cpus']} CPUs in {data['elapsed_seconds']} s "
                   f"(load average {m['load_average_1m']} at the start)."]
@@ -133,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 everything[name].merge(per_file[path][(name, budget)])
                 folder[name].merge(per_file[path][(name, budget)])
         results[str(budget)] = {"all": {n: row(f) for n, f in everything.items()},
-                                "by_folder": {d: {n: row(f) for n, f in p.items()} for d, p in sorted(folders.items())}}
+                                "by_folder": {d: {n: row(f) for n, f in p.items()} for d, p in sorted(folders.items())},
+                                "per_file": spread_by_folder(per_file, budget, args.data)}
     data["steps"] = results[str(budgets[0])]["all"]["full"]["steps"]  # counted steps
     data["results"] = results
     for budget in budgets:

@@ -9,8 +9,9 @@ from worker.replay.fidelity import (
     named_things,
     request_text,
     session_fidelity,
+    split_index,
 )
-from workflows.context import Item, ItemContent, Kind, Projection, ToolCall, item_message
+from workflows.context import NAMES_HEADER, Item, ItemContent, Kind, Projection, ToolCall, item_message
 
 OBS_BIG = "obs-replay-000003"
 OBS_OLD = "obs-replay-000005"
@@ -143,3 +144,18 @@ def test_stride_counts_every_nth_step_only() -> None:
     every = session_fidelity(traj, ["full"], 16_000)["full"]
     third = session_fidelity(traj, ["full"], 16_000, stride=3)["full"]
     assert (every.steps, third.steps) == (9, 3)
+
+
+def test_a_name_only_in_the_checkpoints_index_is_a_miss_counted_apart() -> None:
+    """The checkpoint lists names archived items mentioned: a bare name is nothing the model can
+    act on, so it is a miss (index-only), where the figure before counted it as visible."""
+    history, messages = _session()
+    messages.append({"role": "system", "content": "[Checkpoint] archived seq 1-9.\n"
+                                                  f"{NAMES_HEADER}unlisted_name, lib/hidden.py, visible_name"})
+    text = request_text(messages)
+    content, index = split_index(text)
+    assert "unlisted_name" in index and "unlisted_name" not in content and "archived seq 1-9" in content
+    result = count_step(history.candidates("unlisted_name in lib/hidden.py; visible_name"), text, history.stored)
+    assert (result.named, result.visible, result.missed, result.index_only) == (3, 1, 2, 2)
+    assert result.miss_rate == 2 / 3 and result.index_counted_rate == 0.0  # the old figure: all "seen"
+    assert result.as_dict()["miss_rate_index_counted"] == 0.0

@@ -6,11 +6,14 @@ arguments: the *action*) names things -- paths, symbols, numbers, quoted strings
 item of the session (anything before call *k* but the system prompt) and not in the system
 prompt (which every policy sends). Of those names, each is
 
-* **visible** when it occurs verbatim in the text of the request the policy sends before
-  call *k* (message contents, tool-call arguments, reasoning: full text, preview head and
-  tail, placeholders and the checkpoint alike);
-* a **miss** otherwise; a miss is **recallable** when it occurs in the exact stored text of
-  an item whose ``observation://`` address appears in that request, i.e. one exact
+* **visible** when it occurs verbatim in content the request carries before call *k*
+  (message contents, tool-call arguments, reasoning: full text, preview head and tail,
+  placeholders, the memory and the checkpoint's lines), not counting the checkpoint's index
+  of names (``NAMES_HEADER``): a bare name tells the model that a file existed, not what was
+  in it, so it is nothing the model can act on;
+* a **miss** otherwise; a miss is **index-only** when the name is in that index (reported
+  apart, and a miss all the same), and **recallable** when it occurs in the exact stored
+  text of an item whose ``observation://`` address appears in that request, i.e. one exact
   ``recall_observation`` of an address the model can see would have found it.
 
 Pure: texts in, counts out (the replay loop that feeds it is :func:`session_fidelity`).
@@ -25,7 +28,7 @@ from activities.item_names import CAMEL, FILE_NAME, IDENTIFIER, arguments_text, 
 from recordings import Trajectory
 from worker.replay.policies import make_policy, parse_policy
 from worker.replay.recorded_lane import SESSION_ID, lane_batches
-from workflows.context import SCHEME, ItemContent, Kind, ids
+from workflows.context import NAMES_HEADER, SCHEME, ItemContent, Kind, ids
 
 KINDS = ("path", "symbol", "number", "string")
 # file names (FILE_NAME) and symbols (IDENTIFIER, CAMEL) as the worker's name extractor finds
@@ -35,6 +38,7 @@ _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)*(?![\w.]*\d)")
 # quotes not inside a word, so that the apostrophes of prose ("doesn't ... it's") do not pair up
 _QUOTED = re.compile(r"(?<!\w)(?:\"([^\"\n\\]{8,200})\"|'([^'\n\\]{8,200})')(?!\w)")
 _ADDRESS = re.compile(re.escape(SCHEME) + r"(obs-[\w-]+)")
+_NAMES_INDEX = re.compile("^" + re.escape(NAMES_HEADER) + ".*$", re.MULTILINE)  # the checkpoint's index line
 MIN_CHARS = 4
 MIN_DIGITS = 3
 
@@ -109,6 +113,12 @@ def request_text(messages: list[dict]) -> str:
     return "\n\x00".join(parts)
 
 
+def split_index(request: str) -> tuple[str, str]:
+    """(content, index): a request's text without the checkpoint's index of names, and that index."""
+    index = "\n".join(match.group() for match in _NAMES_INDEX.finditer(request))
+    return (_NAMES_INDEX.sub("", request), index) if index else (request, "")
+
+
 def addresses(text: str) -> set[str]:
     """Observation ids whose address appears in ``text``."""
     return set(_ADDRESS.findall(text))
@@ -122,6 +132,7 @@ class Fidelity:
     named: int = 0  # names of the next action that occurred in earlier items
     visible: int = 0
     missed: int = 0
+    index_only: int = 0  # misses the checkpoint's index of names lists (a name, not content)
     recallable: int = 0  # misses an exact recall of an address in the request finds
     by_kind: dict[str, list[int]] = field(default_factory=dict)  # kind -> [named, missed, recallable]
 
@@ -130,6 +141,7 @@ class Fidelity:
         self.named += other.named
         self.visible += other.visible
         self.missed += other.missed
+        self.index_only += other.index_only
         self.recallable += other.recallable
         for kind, counts in other.by_kind.items():
             mine = self.by_kind.setdefault(kind, [0, 0, 0])
@@ -141,13 +153,19 @@ class Fidelity:
         return self.missed / self.named if self.named else 0.0
 
     @property
+    def index_counted_rate(self) -> float:
+        """The miss rate as it was measured before index-only names counted as misses."""
+        return (self.missed - self.index_only) / self.named if self.named else 0.0
+
+    @property
     def unrecovered_rate(self) -> float:
         """Misses an exact recall of the request's addresses would still not find, per name."""
         return (self.missed - self.recallable) / self.named if self.named else 0.0
 
     def as_dict(self) -> dict:
         return {"steps": self.steps, "named": self.named, "visible": self.visible, "missed": self.missed,
-                "recallable": self.recallable, "miss_rate": round(self.miss_rate, 5),
+                "index_only": self.index_only, "recallable": self.recallable, "miss_rate": round(self.miss_rate, 5),
+                "miss_rate_index_counted": round(self.index_counted_rate, 5),
                 "unrecovered_rate": round(self.unrecovered_rate, 5),
                 "by_kind": {k: dict(zip(("named", "missed", "recallable"), v, strict=True))
                             for k, v in sorted(self.by_kind.items())}}
@@ -186,15 +204,18 @@ def count_step(candidates: dict[str, str], request: str, stored: dict[str, str])
     """One step: ``candidates`` (from :meth:`SessionHistory.candidates`) against the request text."""
     result = Fidelity(steps=1)
     recall_texts: list[str] | None = None
+    content, index = split_index(request)
     for name, kind in candidates.items():
         counts = result.by_kind.setdefault(kind, [0, 0, 0])
         result.named += 1
         counts[0] += 1
-        if name in request:
+        if name in content:
             result.visible += 1
             continue
         result.missed += 1
         counts[1] += 1
+        if name in index:
+            result.index_only += 1
         if recall_texts is None:
             recall_texts = [stored[obs] for obs in sorted(addresses(request)) if obs in stored]
         if any(name in text for text in recall_texts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from workflows.context import engine, ids
 from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
+from workflows.context.checkpoint import NAMES_HEADER
 from workflows.context.classify import classify_tool, git_subcommand
 from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
 from workflows.context.config import FALLBACK_PROFILE, NAMES_PROFILE, EngineConfig, GeneratedRole, cost_profile
@@ -66,7 +67,7 @@ __all__ = [
     "EngineError", "Entries", "FALLBACK_PROFILE", "FormatError", "FormattedRequest", "GENERATED_KINDS",
     "GeneratedRole", "INLINE_TEXT_LIMIT", "IncompleteCoverageError", "Item", "ItemContent", "ItemReport",
     "Kind", "MAIN_LANE", "MAX_SUBMIT_CHARS", "MAX_WORKFLOW_TOOL_ARGUMENTS", "MemoryDoc", "ModelPrice",
-    "NAMES_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
+    "NAMES_HEADER", "NAMES_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
     "RequestRenderer", "SCHEME", "SECTIONS", "SECTION_ENTRIES", "SharedEntry", "ToolCall", "ToolClass",
     "UsageCounts", "UsageTotals", "add_counts", "budget_ratio", "check_pin", "classify_tool", "cost_profile",
     "cost_units", "counts_of", "engine", "external_observation_id", "format_request", "from_responses_items",
