@@ -23,6 +23,7 @@ import uvicorn
 from lanes_client import AsyncLanesClient
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory
 from tests.conftest import StackSettings
+from tests.integration.scripted_model import ScriptedModel
 from tests.recordings import SHORT_TRAJECTORY, load_recording
 from worker.replay.model_server import ReplayModelServer
 from worker.settings import Settings
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKOUT_PYTHONPATH", "UNREACHABLE_MODEL_URL", "ApiStack", "TRAJECTORY", "api_settings", "api_stack", "client_a",
-    "client_b", "replay", "trajectory",
+    "client_b", "replay", "scripted", "trajectory",
 ]
 
 # PYTHONPATH for a subprocess running this checkout: the server's packages and the client's
@@ -181,6 +182,17 @@ async def client_a(api_stack: ApiStack) -> AsyncIterator[AsyncLanesClient]:
 async def client_b(api_stack: ApiStack) -> AsyncIterator[AsyncLanesClient]:
     async with api_stack.client(TOKEN_B) as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def scripted(api_settings: Settings, api_stack: ApiStack) -> Iterator[ScriptedModel]:
+    """A scripted model the shared stack's worker calls while the module runs (the API keeps
+    its configured endpoint, so hosted sessions are accepted); ``add`` gives a model name its script."""
+    model = ScriptedModel([{"content": "default answer"}])
+    api_stack.server.use_settings(api_settings.model_copy(update={"openai_base_url": model.base_url}))
+    yield model
+    api_stack.server.use_settings(api_settings)
+    model.stop()
 
 
 @pytest.fixture(scope="session")

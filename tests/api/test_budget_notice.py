@@ -3,24 +3,11 @@ when its context was compacted; an external session asks for it with ``budget_no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from lanes_client import assistant_item, tool_result_item, user_item
-from tests.integration.scripted_model import ScriptedModel, tool_call
+from tests.integration.scripted_model import tool_call
 
 NOTICE = "[Context budget]"
 LINE = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november"
-
-
-@pytest.fixture(scope="module")
-def scripted(api_settings, api_stack) -> Iterator[ScriptedModel]:
-    model = ScriptedModel([{"content": "ok"}])
-    api_stack.server.use_settings(api_settings.model_copy(update={"openai_base_url": model.base_url}))
-    yield model
-    api_stack.server.use_settings(api_settings)
-    model.stop()
 
 
 def _notices(messages: list[dict]) -> list[str]:

@@ -11,12 +11,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-
-import pytest
 
 from lanes_client import AsyncLanesClient, assistant_item, tool_result_item, user_item
-from tests.integration.scripted_model import ScriptedModel, tool_call
+from tests.integration.scripted_model import tool_call
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
 
@@ -37,15 +34,6 @@ def _read_output(n: int) -> str:
 def _read_command(n: int) -> str:
     """A shell command printing ``_read_output(n)`` (a short call: the output is not in it)."""
     return f'for i in $(seq 0 {LINES - 1}); do echo "mod{n}.py:$i {LINE}"; done'
-
-
-@pytest.fixture(scope="module")
-def scripted(api_settings, api_stack) -> Iterator[ScriptedModel]:
-    model = ScriptedModel([{"content": "ok"}])
-    api_stack.server.use_settings(api_settings.model_copy(update={"openai_base_url": model.base_url}))
-    yield model
-    api_stack.server.use_settings(api_settings)
-    model.stop()
 
 
 def _full_outputs(messages: list[dict], count: int) -> list[int]:

@@ -8,10 +8,8 @@ Bad input is a 4xx naming the field, with nothing stored."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
 from lanes_client import AsyncLanesClient, user_item
 from lanes_client.schemas import ItemIn
@@ -24,17 +22,6 @@ WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lim
 def _text(chars: int, seed: str = "") -> str:
     out = (seed + " " + WORDS * (chars // len(WORDS) + 1))
     return out[:chars]
-
-
-@pytest.fixture(scope="module")
-def scripted(api_settings, api_stack) -> Iterator[ScriptedModel]:
-    """The shared stack's worker calls this model while the module runs (the API keeps its
-    configured endpoint, so hosted sessions are accepted)."""
-    model = ScriptedModel([{"content": "default answer"}])
-    api_stack.server.use_settings(api_settings.model_copy(update={"openai_base_url": model.base_url}))
-    yield model
-    api_stack.server.use_settings(api_settings)
-    model.stop()
 
 
 async def _events(client: AsyncLanesClient, sid: str, prefix: str) -> list:

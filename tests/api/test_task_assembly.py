@@ -5,26 +5,13 @@ its conclusion in the next request while its traffic leaves it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from lanes_client import user_item
-from tests.integration.scripted_model import ScriptedModel, tool_call
+from tests.integration.scripted_model import tool_call
 
 
 def _submission(n: int) -> str:
     # a summary quotes the first 120 characters of what it rolls: the tail says whether it is whole
     return f"Task {n}: " + "please look at the module layout and report anything odd " * 3 + f"(tail-marker-{n})"
-
-
-@pytest.fixture(scope="module")
-def scripted(api_settings, api_stack) -> Iterator[ScriptedModel]:
-    model = ScriptedModel([{"content": "ok"}])
-    api_stack.server.use_settings(api_settings.model_copy(update={"openai_base_url": model.base_url}))
-    yield model
-    api_stack.server.use_settings(api_settings)
-    model.stop()
 
 
 def _assert_assembled(text: str) -> None:
