@@ -38,7 +38,7 @@ async def test_a_hosted_model_is_told_once_per_task_that_its_context_was_compact
     assert "budget of" in text and "recall_observation" in text
     # the notice is an item of the session like the checkpoint: pinned, in the ledger
     report = await client_a.context(sid)
-    assert [i.lifecycle for i in report.items if i.kind == "notice"] == ["pinned"]
+    assert [i.lifecycle for i in report.items if i.kind == "budget_notice"] == ["pinned"]
 
 
 async def test_an_external_session_gets_the_notice_only_when_it_asks(client_a):

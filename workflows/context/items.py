@@ -25,7 +25,7 @@ class Kind(StrEnum):
     CHECKPOINT = "checkpoint"  # what the deterministic fallback keeps of archived history
     CAPABILITY = "capability"  # tool schema or skill body
     EPISODES = "episodes"  # generated markers of the active episodes (stable segment)
-    NOTICE = "notice"  # the budget notice: what a compaction did, the budget, how to recall (history)
+    NOTICE = "budget_notice"  # the budget notice: what a compaction did, the budget, how to recall (history)
 
 
 # Kinds whose items the engine knows how to reclaim. Anything else is pinned.
