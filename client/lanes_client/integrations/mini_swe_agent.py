@@ -21,11 +21,20 @@ derived from the step's content too: a step retried after a timeout answers the 
 items. A session that continues as new on the server is invisible here. The provider's
 counts of each answer (its ``usage``) go with the next step (the last answer's with
 ``store``), so the session's usage, cost and calibrated budget follow what the provider counted.
+
+Archived output stays reachable: the session's placeholders tell the model to read an
+``observation://`` address back with ``recall_observation``, and an answer whose every action
+is that command (``recall_observation observation://obs-… [offset] [limit]``, as a shell
+command or a call) is answered here: the exact text is read from the session, the round (the
+answer and its results) is stored in the session, and the model is asked again with the new
+request, at most ``MAX_RECALL_ROUNDS`` times. The agent never sees those rounds, nor a command
+it cannot run. ``recall=False`` leaves every answer to the agent.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,9 +42,11 @@ from minisweagent.models.utils.actions_toolcall import BASH_TOOL
 from minisweagent.utils.serialize import recursive_merge
 
 from lanes_client.client import LanesClient
+from lanes_client.errors import LanesAPIError
+from lanes_client.integrations import recall_text
 from lanes_client.schemas import ItemIn, PreparedRequestOut, ToolCallIn, UsageIn
 
-__all__ = ["ITEM_ID_PREFIX", "LanesModel", "message_item", "reported_usage"]
+__all__ = ["ITEM_ID_PREFIX", "LanesModel", "message_item", "recall_commands", "reported_usage"]
 
 ITEM_ID_PREFIX = "msa-"
 # What one call may carry (the API takes 100 items and a 2 MB body): a longer list, e.g. a
@@ -43,6 +54,19 @@ ITEM_ID_PREFIX = "msa-"
 MAX_BATCH_ITEMS = 100
 MAX_BATCH_CHARS = 1_000_000
 SKIPPED_ROLES = frozenset({"exit"})  # the agent's own end marker: never sent to a model
+MAX_RECALL_ROUNDS = 4  # model calls one query may make for recall commands it answers itself
+# Declared on the session (charged to its budget) so that its placeholders name it; the inner
+# model sends only its own tools, and the model writes it as a command LanesModel answers.
+RECALL_DEFINITION: dict[str, Any] = {"type": "function", "function": {
+    "name": "recall_observation",
+    "description": "Read archived output back exactly: the command recall_observation observation://obs-... "
+                   "[offset] [limit] prints the stored text (at most one read's worth from offset).",
+    "parameters": {"type": "object", "properties": {
+        "address": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"}},
+        "required": ["address"]}}}
+# ``recall_observation observation://obs-… [offset] [limit]``, as a command or written as a call
+_RECALL = re.compile(r"""\s*recall_observation\b[\s(]*["']?(observation://[^\s"',)]+)["']?"""
+                     r"""(?:[\s,]+(?:offset\s*=\s*)?(\d+))?(?:[\s,]+(?:limit\s*=\s*)?(\d+))?\s*\)?\s*;?\s*""")
 
 
 def _text(content: Any) -> str:
@@ -128,9 +152,13 @@ class LanesModel:
     """
 
     def __init__(self, model: Any, client: LanesClient, *, session_id: str | None = None,
-                 tools: list[dict[str, Any]] | None = None, **session: Any) -> None:
+                 tools: list[dict[str, Any]] | None = None, recall: bool = True, **session: Any) -> None:
         self.model = model
         self.client = client
+        self.recall = recall  # answer the model's recall_observation commands here
+        self.recall_rounds = 0
+        if recall:  # the placeholders name recall_observation, which this wrapper answers
+            session.setdefault("recall", "tool")
         self.tools = default_tools(model) if tools is None else tools
         self.session_settings = session
         self.session_id = session_id
@@ -157,6 +185,15 @@ class LanesModel:
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
         request = self.prepare(messages)
+        for rounds in range(MAX_RECALL_ROUNDS + 1):
+            answer = self._ask(request, **kwargs)
+            recalls = recall_commands(answer) if self.recall and rounds < MAX_RECALL_ROUNDS else None
+            if not recalls:
+                return answer
+            request = self._answer_recalls(answer, recalls)
+        raise AssertionError("unreachable: the last round returns")
+
+    def _ask(self, request: PreparedRequestOut, **kwargs: Any) -> dict:
         try:
             answer = self.model.query(request.messages, **kwargs)
         except Exception as error:  # a FormatError carries the answer it could not parse (the
@@ -165,6 +202,36 @@ class LanesModel:
             raise
         self._usage = reported_usage(answer)
         return answer
+
+    def _answer_recalls(self, answer: dict, recalls: list[tuple[str, int | None, int | None]]) -> PreparedRequestOut:
+        """Read each recalled range, store the round (the answer and its results) in the session
+        and return the request that follows it."""
+        assert self.session_id is not None
+        outputs = [self._recall(*recall) for recall in recalls]
+        round_messages = [answer, *self.model.format_observation_messages(answer, outputs)]
+        self.recall_rounds += 1
+        names = dict(self._call_names)
+        items = []
+        for n, message in enumerate(round_messages):
+            item = message_item(message, 0, names)
+            if item is not None:
+                items.append(item.model_copy(update={"item_id": f"{ITEM_ID_PREFIX}recall-{self.recall_rounds}-{n}"}))
+        key = _key(f"recall-{self.recall_rounds}", len(self._stored), items)
+        request = self.client.step(self.session_id, items, step_id=key, usage=self._usage).request
+        self._usage = None
+        self.n_steps += 1
+        self.last_request = request
+        self.max_request_tokens = max(self.max_request_tokens, request.token_estimate)
+        return request
+
+    def _recall(self, address: str, offset: int | None, limit: int | None) -> dict[str, Any]:
+        """One recall, as mini-swe-agent's environment reports a command's output."""
+        assert self.session_id is not None
+        try:
+            piece = self.client.read_observation(self.session_id, address, offset=offset, limit=limit)
+        except (ValueError, LanesAPIError) as error:
+            return {"output": f"recall_observation failed: {error}", "returncode": 1, "exception_info": ""}
+        return {"output": recall_text(piece), "returncode": 0, "exception_info": ""}
 
     def format_message(self, **kwargs: Any) -> dict:
         return self.model.format_message(**kwargs)
@@ -206,8 +273,9 @@ class LanesModel:
             self._start_over()
         if self.session_id is None:
             settings = {"model": getattr(self.model.config, "model_name", None), **self.session_settings}
+            definitions = [*self.tools, *([RECALL_DEFINITION] if self.recall else [])]
             self.session_id = self.client.create_session(
-                mode="external", tool_definitions=self.tools or None, **settings).session_id
+                mode="external", tool_definitions=definitions or None, **settings).session_id
             self.session_ids.append(self.session_id)
         start = len(self._stored)
         new = [message_item(m, start + n, self._call_names) for n, m in enumerate(messages[start:])]
@@ -244,6 +312,20 @@ class LanesModel:
         self._stored = []
         self._call_names = {}
         self._usage = None  # counts of a call on the session left behind
+
+
+def recall_commands(answer: dict) -> list[tuple[str, int | None, int | None]] | None:
+    """(address, offset, limit) of each action of ``answer`` when every one is a recall command
+    (None otherwise: the agent runs them, whatever they are)."""
+    actions = (answer.get("extra") or {}).get("actions") or []
+    found = []
+    for action in actions:
+        match = _RECALL.fullmatch(str(action.get("command", ""))) if isinstance(action, dict) else None
+        if match is None:
+            return None
+        offset, limit = (int(g) if g is not None else None for g in match.group(2, 3))
+        found.append((match.group(1), offset, limit))
+    return found or None
 
 
 def reported_usage(answer: dict) -> UsageIn | None:

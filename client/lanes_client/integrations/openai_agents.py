@@ -40,6 +40,7 @@ from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 from lanes_client.client import AsyncLanesClient
 from lanes_client.errors import LanesAPIError
+from lanes_client.integrations import recall_text
 from lanes_client.schemas import session_budget
 
 PAGE = 500
@@ -88,9 +89,7 @@ def _recall_tool(session: LanesSession) -> FunctionTool:
                                                           limit=limit)
         except (ValueError, LanesAPIError) as error:
             return f"{RECALL_TOOL} failed: {error}"
-        end = piece.offset + len(piece.text)
-        more = "the end" if piece.eof else f"more from offset={piece.next_offset}"
-        return f"[{piece.address}: characters {piece.offset}-{end} of {piece.total_chars}; {more}]\n{piece.text}"
+        return recall_text(piece)
 
     _OURS.add(id(recall_observation))
     weakref.finalize(recall_observation, _OURS.discard, id(recall_observation))
