@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -345,6 +346,18 @@ class TemporalHandle:
             self._owner_file.unlink(missing_ok=True)
 
 
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _http_ready(host: str, http_port: int, namespace: str) -> None:
+    """Raises unless the dev server's HTTP API describes ``namespace`` (it is registered)."""
+    url = f"http://{host}:{http_port}/api/v1/namespaces/{quote(namespace, safe='')}"
+    with _NO_PROXY.open(url, timeout=5) as response:  # loopback: never through a configured proxy
+        described = json.loads(response.read())
+    if described.get("namespaceInfo", {}).get("state") != "NAMESPACE_STATE_REGISTERED":
+        raise RuntimeError(f"namespace {namespace!r} is not registered yet: {described}")
+
+
 async def _temporal_ready(address: str, namespace: str) -> None:
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
     from temporalio.client import Client
@@ -392,7 +405,7 @@ def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = 
         proc = popen_group(argv, log_path, env=env)
         handle = TemporalHandle(f"127.0.0.1:{chosen}", namespace, proc, log_path, owner_file)
         try:
-            if _wait_temporal(handle, started + timeout, log_start):
+            if _wait_temporal(handle, started + timeout, log_start, http):
                 _write_owner(owner_file, server_pid=proc.pid, server_id=_proc_identity(proc.pid),
                              address=handle.address)
                 log.info("Temporal dev server ready at %s in %.1fs", handle.address, time.monotonic() - started)
@@ -403,8 +416,11 @@ def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = 
     raise RuntimeError(f"Temporal dev server could not bind its ports:\n{_tail(log_path)}")
 
 
-def _wait_temporal(handle: TemporalHandle, deadline: float, log_start: int) -> bool:
-    """True when ready, False if the server exited because a port was taken."""
+def _wait_temporal(handle: TemporalHandle, deadline: float, log_start: int, http_port: int) -> bool:
+    """True when ready, False if the server exited because a port was taken. Ready: its gRPC
+    port takes connections and its HTTP API describes the namespace. (Asked over HTTP, not with
+    a Temporal client: a client starts the SDK's native runtime in this process, whose threads
+    can hang the interpreter's exit, and a stack's owner must exit when told to.)"""
     assert handle.proc is not None and handle.log_path is not None
     host, port = handle.address.rsplit(":", 1)
     last: BaseException | None = None
@@ -420,7 +436,7 @@ def _wait_temporal(handle: TemporalHandle, deadline: float, log_start: int) -> b
         with contextlib.suppress(OSError):
             socket.create_connection((host, int(port)), timeout=0.5).close()
             try:
-                run_sync(lambda: _temporal_ready(handle.address, handle.namespace))
+                _http_ready(host, http_port, handle.namespace)
                 return True
             except Exception as exc:
                 last = exc
