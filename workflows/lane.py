@@ -48,6 +48,9 @@ RULES_2_PATCH = "engine-rules-2"
 # New sessions run with config.cost_profile (issue 16). Only at a session's start: it changes
 # the preview size items are measured with, so a restored run keeps its session's values.
 COST_PROFILE_PATCH = "cost-profile"
+# Sessions started since tell their model of compactions (EngineConfig.budget_notice); also
+# only at a session's start, so a restored run keeps what its session started with.
+BUDGET_NOTICE_PATCH = "budget-notice"
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
@@ -61,9 +64,11 @@ def patched_engine_options() -> dict[str, bool | int]:
     return options
 
 
-def new_session_profile(llm_condensation: bool) -> dict[str, int | float]:
-    """The EngineConfig values a session started now runs with besides the defaults."""
-    return cost_profile(llm_condensation) if workflow.patched(COST_PROFILE_PATCH) else {}
+def new_session_profile(llm_condensation: bool, budget_notice: bool = False) -> dict[str, int | float | bool]:
+    """The EngineConfig values a session started now runs with besides the defaults
+    (``budget_notice``: the session wants the budget notice; Temporal is asked only then)."""
+    notice = {"budget_notice": True} if budget_notice and workflow.patched(BUDGET_NOTICE_PATCH) else {}
+    return {**notice, **(cost_profile(llm_condensation) if workflow.patched(COST_PROFILE_PATCH) else {})}
 
 
 @dataclass(frozen=True)

@@ -76,9 +76,6 @@ CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
 # A new session's lane is published once its system prompt is stored (handlers waiting for it
 # run after that store, not during it).
 LANE_AFTER_SYSTEM_PROMPT_PATCH = "lane-after-system-prompt"
-# Sessions started since tell their model of compactions (EngineConfig.budget_notice): only at a
-# session's start, so a restored run keeps what its session started with.
-BUDGET_NOTICE_PATCH = "budget-notice"
 # A step's items are stored by an activity, not a local activity: a local activity writes within
 # the workflow task that runs the update, and when that task is lost its rows stay while the
 # next task hands the same seqs to other content.
@@ -505,9 +502,8 @@ class SessionWorkflow:
             model_known=cfg.model_known,
             recall=cfg.recall,
             generated_role=cfg.generated_role,
-            budget_notice=budget_notice_on(cfg) and workflow.patched(BUDGET_NOTICE_PATCH),
             **self.engine_options,
-            **new_session_profile(cfg.compaction.enabled),
+            **new_session_profile(cfg.compaction.enabled, budget_notice_on(cfg)),
         )
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
                     self._usage_policy())
