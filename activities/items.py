@@ -21,7 +21,19 @@ from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ItemConflict, ObservationNotFound
 from activities.store_rows import EventRow, ItemRow
 from activities.tokens import count_text_message_tokens
-from workflows.context import Item, ItemContent, Kind, Projection, RecallStyle, classify_tool, ids, item_message
+from workflows.context import (
+    Item,
+    ItemContent,
+    Kind,
+    Projection,
+    RecallStyle,
+    classify_tool,
+    ids,
+    item_from_json,
+    item_message,
+    item_to_json,
+    item_with,
+)
 from workflows.contract import rejections
 from workflows.contract.failures import ITEMS_CONFLICT
 from workflows.contract.items import GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput
@@ -70,14 +82,8 @@ def measure(item: Item, content: ItemContent, preview_chars: int, model: str | N
 def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
                 recall: RecallStyle = "tool") -> Item:
     """The item with its size, digest and measured costs filled in."""
-    return item.model_copy(
-        update={
-            "size_chars": len(content.text),
-            "digest": digest_of(content),
-            "names": names_of(content),
-            "tokens": measure(item, content, preview_chars, model, recall),
-        }
-    )
+    return item_with(item, size_chars=len(content.text), digest=digest_of(content), names=names_of(content),
+                     tokens=measure(item, content, preview_chars, model, recall))
 
 
 def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
@@ -89,7 +95,7 @@ def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: st
     if (bound_above_tokens is None or observation_id is None or item.observation_id is not None
             or measured.tokens[Projection.FULL] <= bound_above_tokens):
         return measured
-    return finish_item(item.model_copy(update={"observation_id": observation_id}), content, preview_chars, model,
+    return finish_item(item_with(item, observation_id=observation_id), content, preview_chars, model,
                        recall)
 
 
@@ -124,7 +130,7 @@ def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem |
              usage: dict | None = None) -> ItemRow:
     """The row of an item; ``usage``: what the provider reported for the call that made it (a
     model's answer), kept so that a retry finding the answer stored reports the call once."""
-    stored = {"content": content.stored_fields(), "meta": item.model_dump(mode="json")}
+    stored = {"content": content.stored_fields(), "meta": item_to_json(item)}
     if usage is not None:
         stored["usage"] = usage
     return ItemRow(
@@ -216,7 +222,7 @@ async def load_item(store: Store, session_id: str, item_id: str) -> tuple[Item, 
 
 def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
     """A stored row's item metadata and exact content."""
-    return Item.model_validate(row.content["meta"]), ItemContent.model_validate(row.content["content"])
+    return item_from_json(row.content["meta"]), ItemContent.model_validate(row.content["content"])
 
 
 async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tuple[dict[str, Item], dict[str, ItemContent]]:
@@ -298,7 +304,7 @@ class ItemActivities(ActivityGroup):
         if inp.observation_id is not None and inp.bound_above_tokens is None:
             # Oversized input stays exact in storage and reaches the model as a bounded source reference.
             await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
-            item = item.model_copy(update={"observation_id": inp.observation_id})
+            item = item_with(item, observation_id=inp.observation_id)
         item = await archive_if_oversized(runtime.store, inp.session_id, item, content, inp.preview_chars, inp.model,
                                           inp.bound_above_tokens, inp.observation_id)
         return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
@@ -322,7 +328,7 @@ class ItemActivities(ActivityGroup):
         """
         runtime = await self.runtime()
         rows = [
-            item_row(g.item.model_copy(update={"seq": g.number}), ItemContent(text=g.text), ids.generated_lane(inp.lane))
+            item_row(item_with(g.item, seq=g.number), ItemContent(text=g.text), ids.generated_lane(inp.lane))
             for g in inp.items
         ]
         return await runtime.store.put_items(inp.session_id, rows)
@@ -359,19 +365,16 @@ class ItemActivities(ActivityGroup):
             item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
                         task=inp.task_id)
             if ext.kind == Kind.ASSISTANT.value:
-                item = item.model_copy(update={"group": seq, "tool_call_ids": [c.id for c in ext.tool_calls]})
+                item = item_with(item, group=seq, tool_call_ids=[c.id for c in ext.tool_calls])
             elif ext.kind == Kind.TOOL_RESULT.value:
                 name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
                 obs_id = ext.content_ref or obs_ids[offset]
                 if ext.content_ref is None:
                     archives.append((obs_id, item_id, content.text))
-                item = item.model_copy(update={
-                    "tool_name": ext.tool_name or name,
-                    "tool_call_ids": [ext.tool_call_id] if ext.tool_call_id else [],
-                    "exit_code": ext.exit_code,
-                    "tool_class": classify_tool(ext.tool_name or name, arguments, ext.exit_code),
-                    "observation_id": obs_id,
-                })
+                item = item_with(item, tool_name=ext.tool_name or name,
+                                 tool_call_ids=[ext.tool_call_id] if ext.tool_call_id else [], exit_code=ext.exit_code,
+                                 tool_class=classify_tool(ext.tool_name or name, arguments, ext.exit_code),
+                                 observation_id=obs_id)
             bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
                                    ext.content_ref or obs_ids[offset], inp.recall)
             if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:

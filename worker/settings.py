@@ -47,6 +47,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from activities.store import REDACTED, redact_url
 from recordings import DEFAULT_TRAJECTORY_ROOT
 from workflows.context import ModelPrice
+from workflows.contract.session import DEFAULT_MAX_OUTPUT_TOKENS
 
 _URL_FIELDS = ("database_url", "openai_base_url")
 
@@ -88,7 +89,7 @@ class Settings(BaseSettings):
     # unset means "same as model"; resolved below
     condenser_model: str = Field("", validation_alias=_env("LANES_CONDENSER_MODEL"))
     context_window: int = Field(128_000, gt=0, validation_alias=_env("LANES_CONTEXT_WINDOW"))
-    max_output_tokens: int = Field(4096, gt=0, validation_alias=_env("LANES_MAX_OUTPUT_TOKENS"))
+    max_output_tokens: int = Field(DEFAULT_MAX_OUTPUT_TOKENS, gt=0, validation_alias=_env("LANES_MAX_OUTPUT_TOKENS"))
     model_timeout_seconds: float = Field(120.0, gt=0, validation_alias=_env("LANES_MODEL_TIMEOUT_SECONDS"))
     # How long a worker's activity waits out a PostgreSQL outage (heartbeating) before the
     # attempt fails and Temporal retries it; below the model and tool activities' 300 s.

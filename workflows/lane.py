@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ExternalItem,
         ReplaySpec,
         SessionConfig,
+        budget_notice_on,
     )
     from workflows.usage import CALIBRATION_RELAXED, UsagePolicy, record_usage
 
@@ -69,6 +70,24 @@ def new_session_profile(llm_condensation: bool, budget_notice: bool = False) -> 
     (``budget_notice``: the session wants the budget notice; Temporal is asked only then)."""
     notice = {"budget_notice": True} if budget_notice and workflow.patched(BUDGET_NOTICE_PATCH) else {}
     return {**notice, **(cost_profile(llm_condensation) if workflow.patched(COST_PROFILE_PATCH) else {})}
+
+
+def session_engine_config(cfg: SessionConfig, tool_definition_tokens: int,
+                          engine_options: dict[str, bool | int]) -> engine.EngineConfig:
+    """The engine configuration a new session starts with: its settings, the measured tool
+    definitions, the patched engine options, then the profile of sessions started now."""
+    return engine.EngineConfig(
+        context_window=cfg.context_window,
+        max_output_tokens=cfg.max_output_tokens,
+        tool_definition_tokens=tool_definition_tokens,
+        budget_tokens=cfg.budget_tokens,
+        llm_condensation=cfg.compaction.enabled,
+        model_known=cfg.model_known,
+        recall=cfg.recall,
+        generated_role=cfg.generated_role,
+        **engine_options,
+        **new_session_profile(cfg.compaction.enabled, budget_notice_on(cfg)),
+    )
 
 
 @dataclass(frozen=True)

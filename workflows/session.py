@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import capability_admission, exhaustive, pinned_notes
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop
-    from workflows.context import EngineConfig, Item, Kind, UsageTotals, engine, ids
+    from workflows.context import Item, Kind, UsageTotals, engine, ids
     from workflows.contract import rejections
     from workflows.contract.checkpoint import (
         KEPT_TASK_STATUSES,
@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         SubmitRequest,
         SubmitResult,
         TaskStatus,
-        budget_notice_on,
         capability_problem,
         note_problem,
         session_tools,
@@ -66,7 +65,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.contract.session_start import SessionStartInput
     from workflows.external_tasks import ExternalTasks
-    from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, new_session_profile, patched_engine_options
+    from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, patched_engine_options, session_engine_config
     from workflows.recovery import recover
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost
     from workflows.usage import UsagePolicy, usage_policy
@@ -493,18 +492,7 @@ class SessionWorkflow:
                 tool_set=cfg.tool_set,
             )
         )
-        config = EngineConfig(
-            context_window=cfg.context_window,
-            max_output_tokens=cfg.max_output_tokens,
-            tool_definition_tokens=started.tool_definition_tokens,
-            budget_tokens=cfg.budget_tokens,
-            llm_condensation=cfg.compaction.enabled,
-            model_known=cfg.model_known,
-            recall=cfg.recall,
-            generated_role=cfg.generated_role,
-            **self.engine_options,
-            **new_session_profile(cfg.compaction.enabled, budget_notice_on(cfg)),
-        )
+        config = session_engine_config(cfg, started.tool_definition_tokens, self.engine_options)
         lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
                     self._usage_policy())
         if workflow.patched(LANE_AFTER_SYSTEM_PROMPT_PATCH):

@@ -6,6 +6,7 @@ for every projection exactly as the real token-counting activity does.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from typing import Literal
@@ -52,7 +53,7 @@ class Sim:
         item.tokens = {p: count_tokens(E.item_message(item, content, p, self.preview)) for p in MEASURED}
         self.contents[item_id] = content
         stored = E.add_item(self.state, item, arguments)
-        self.added[item_id] = stored.model_copy(deep=True)
+        self.added[item_id] = copy.deepcopy(stored)
         return stored
 
     def system(self, text: str = "You are a careful coding agent.") -> Item:

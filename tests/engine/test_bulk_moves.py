@@ -19,7 +19,7 @@ from workflows.context import passes
 from workflows.context.budget import scan_working_set_tokens
 from workflows.context.compaction_plan import TransitionRun
 from workflows.context.draft import Draft
-from workflows.context.items import STATE_FIELDS, Item, Kind, Lifecycle, Projection, ToolClass
+from workflows.context.items import Item, Kind, Lifecycle, Projection, ToolClass
 from workflows.context.layout import rebuild_layout
 from workflows.context.request_plan import plan_request_reference
 
@@ -92,7 +92,7 @@ def test_a_run_re_projects_unmeasured_items_at_their_estimated_cost():
     assert sim.apply(plan).applied
     items = [sim.state.items[i] for i in ids]
     assert [i.projection for i in items] == [Projection.REFERENCE] * 2 + [Projection.MINIMAL_REFERENCE] * 2
-    assert all(i.reason.startswith("test:") and set(STATE_FIELDS) <= i.model_fields_set for i in items)
+    assert all(i.reason.startswith("test:") and i.lifecycle == Lifecycle.RETAINED for i in items)
     # the sums and the plan the patch made equal a full scan, with the estimated costs
     assert E.working_set_tokens(sim.state) == scan_working_set_tokens(sim.state) < before
     assert E.plan_request(sim.state).entries == plan_request_reference(sim.state).entries

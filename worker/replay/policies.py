@@ -34,14 +34,13 @@ from workflows.context import (
     ids,
     render_messages,
 )
-from workflows.contract.session import SessionConfig
+from workflows.contract.session import DEFAULT_MAX_OUTPUT_TOKENS, SessionConfig
 from workflows.contract.tools import REPLAY_TOOLS, tool_specs
 
 # the tools a hosted replay offers the model (bash + recall_observation), charged alike to every policy
 REPLAY_TOOL_SPECS = tool_specs(REPLAY_TOOLS)
 TOOL_DEFINITION_TOKENS = count_tool_definitions(REPLAY_TOOL_SPECS)
 CONTEXT_WINDOW = 128_000  # irrelevant for the replay: budget_tokens replaces the usable window
-MAX_OUTPUT_TOKENS = 4_096
 TOKEN_MODEL: str | None = None  # activities.tokens: cl100k_base for every model
 
 
@@ -243,7 +242,7 @@ def engine_config(budget: int, engine_options: dict | None = None) -> EngineConf
     new session; ``engine_options`` override other :class:`EngineConfig` fields (experiments,
     e.g. ``{"target_ratio": 0.4}``, or :data:`BEFORE_COST_PROFILE`)."""
     fields = {
-        "context_window": max(CONTEXT_WINDOW, budget), "max_output_tokens": MAX_OUTPUT_TOKENS,
+        "context_window": max(CONTEXT_WINDOW, budget), "max_output_tokens": DEFAULT_MAX_OUTPUT_TOKENS,
         "tool_definition_tokens": TOOL_DEFINITION_TOKENS, "llm_condensation": False, "budget_tokens": budget,
         "generated_role": SessionConfig.model_fields["generated_role"].default,  # as a new session writes them
         **cost_profile(llm_condensation=False),  # as a new session runs

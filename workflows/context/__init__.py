@@ -27,7 +27,7 @@ from workflows.context.ids import (
     external_observation_id,
     observation_id,
 )
-from workflows.context.items import Item, Kind, Projection, ToolClass, is_tool_output
+from workflows.context.items import Item, Kind, Projection, ToolClass, is_tool_output, item_from_json, item_to_json, item_with
 from workflows.context.ledger import GENERATED_KINDS, SharedEntry
 from workflows.context.memory import (
     ENTRY_CHARS,
@@ -71,7 +71,8 @@ __all__ = [
     "RequestRenderer", "SCHEME", "SECTIONS", "SECTION_ENTRIES", "SharedEntry", "ToolCall", "ToolClass",
     "UsageCounts", "UsageTotals", "add_counts", "budget_ratio", "check_pin", "classify_tool", "cost_profile",
     "cost_units", "counts_of", "engine", "external_observation_id", "format_request", "from_responses_items",
-    "git_subcommand", "ids", "is_tool_output", "item_message", "known_window", "memory_text", "normalized",
+    "git_subcommand", "ids", "is_tool_output", "item_from_json", "item_message",
+    "item_to_json", "item_with", "known_window", "memory_text", "normalized",
     "observation_address", "observation_id", "parse_memory", "parse_observation_uri",
     "plan_request_reference", "price_for", "range_address", "record_call", "render_messages", "render_turns",
     "sanitized", "scan_capability_tokens", "scan_working_set_tokens", "validate_memory",

@@ -7,9 +7,12 @@ The engine only ever sees its metadata; the exact content lives in PostgreSQL
 
 from __future__ import annotations
 
+from dataclasses import field, replace
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, TypeAdapter
+from pydantic.dataclasses import dataclass
 
 
 class Kind(StrEnum):
@@ -58,10 +61,13 @@ class ToolClass(StrEnum):
     ERROR = "error"
 
 
-class Item(BaseModel):
-    """Metadata of one conversation item (never its content)."""
+@dataclass(slots=True, kw_only=True, config=ConfigDict(extra="forbid"))
+class Item:
+    """Metadata of one conversation item (never its content).
 
-    model_config = ConfigDict(extra="forbid")
+    A pydantic dataclass: validated when made, like the model it was, but its fields are
+    plain slots the engine sets directly (a compaction moves thousands of items); its
+    schema is built once, so payloads of items validate wherever they are decoded."""
 
     id: str
     seq: int  # position in the lane; strictly increasing
@@ -71,14 +77,14 @@ class Item(BaseModel):
     projection: Projection = Projection.FULL
     reason: str = "added"  # why it is in its current state
     # token cost per projection; OMITTED always costs 0
-    tokens: dict[Projection, int] = Field(default_factory=dict)
+    tokens: dict[Projection, int] = field(default_factory=dict)
     group: int | None = None  # seq of the assistant turn this item belongs to
     task: str | None = None
     episode: str | None = None
     size_chars: int = 0
     # tool traffic
     tool_name: str | None = None
-    tool_call_ids: list[str] = Field(default_factory=list)
+    tool_call_ids: list[str] = field(default_factory=list)
     tool_class: ToolClass | None = None
     exit_code: int | None = None
     observation_id: str | None = None  # "obs-..." for tool results and oversized input
@@ -89,7 +95,7 @@ class Item(BaseModel):
     digest: str = ""
     # The paths and code symbols the content mentions (the caller supplies them, at most a few):
     # a checkpoint lists those of archived items (EngineConfig.checkpoint_names).
-    names: list[str] = Field(default_factory=list)
+    names: list[str] = field(default_factory=list)
     terminal: bool = False  # the final assistant answer of an ended task (set by end_task)
 
     def cost(self, projection: Projection | None = None) -> int:
@@ -106,7 +112,19 @@ def is_tool_output(item: Item) -> bool:
     return item.kind in TOOL_OUTPUT_KINDS or item.role == "tool"
 
 
-# The fields a compaction changes. ``apply_plan`` stores them as pydantic's ``__setattr__``
-# stores a plain field (the value in ``__dict__``, the field marked set in
-# ``__pydantic_fields_set__``) without its per-field dispatch: it re-projects thousands of items.
-STATE_FIELDS = ("lifecycle", "projection", "reason")
+# An item where it crosses a boundary (a stored row's metadata, an event): validated on the
+# way in, JSON on the way out. Temporal's pydantic converter does the same for payloads.
+ITEM: TypeAdapter[Item] = TypeAdapter(Item)
+
+
+def item_from_json(data: Any) -> Item:
+    return ITEM.validate_python(data)
+
+
+def item_to_json(item: Item) -> dict[str, Any]:
+    return ITEM.dump_python(item, mode="json")
+
+
+def item_with(item: Item, **changes: Any) -> Item:
+    """A copy of ``item`` with ``changes`` (shallow, like ``dataclasses.replace``)."""
+    return replace(item, **changes)

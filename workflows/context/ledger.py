@@ -19,7 +19,7 @@ from .config import EngineConfig
 from .coverage import Coverage, require_observation
 from .episodes import Episode
 from .errors import EngineError
-from .items import KNOWN_KINDS, Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output
+from .items import KNOWN_KINDS, Item, Kind, Lifecycle, Projection, ToolClass, is_tool_output, item_with
 from .observations import OBSERVATION_ID
 from .summary import SummaryData
 
@@ -163,7 +163,7 @@ def add_item(state: ContextState, item: Item, arguments: str | None = None) -> I
 
 def copy_item(item: Item) -> Item:
     """A copy sharing nothing mutable with ``item`` (cheaper than a generic deep copy)."""
-    return item.model_copy(update={"tokens": dict(item.tokens), "tool_call_ids": list(item.tool_call_ids)})
+    return item_with(item, tokens=dict(item.tokens), tool_call_ids=list(item.tool_call_ids), names=list(item.names))
 
 
 def _assign_lifecycle(state: ContextState, item: Item, arguments: str | None) -> None:

@@ -3,9 +3,7 @@
 A run (``TransitionRun``) moves its items alike: same lifecycle, projection and reason.
 Pass 1 makes runs of thousands of tool outputs, so a run is applied in bulk: the reads and
 writes go through ``map`` with C-level getters, not a Python loop per item, and the
-checks ``apply_plan`` needs are answered from the sets of values the run's items hold. The
-effect on each item is the one pydantic's ``__setattr__`` has on a plain field: the value
-in ``__dict__``, the field marked set in ``__pydantic_fields_set__``.
+checks ``apply_plan`` needs are answered from the sets of values the run's items hold.
 """
 
 from __future__ import annotations
@@ -19,13 +17,11 @@ from typing import Any
 
 from .budget import cost_of
 from .compaction_plan import TransitionRun
-from .items import STATE_FIELDS, Item, Projection
+from .items import Item, Projection
 from .layout import LIFECYCLE_FREE_KINDS
 from .ledger import NOT_LANE_KINDS, ContextState
 from .request_plan import PlanEntry
 
-_DICT, _FIELDS_SET = attrgetter("__dict__"), attrgetter("__pydantic_fields_set__")
-_STATE_FIELDS = frozenset(STATE_FIELDS)  # a set updates a set faster than a tuple does
 _LIFECYCLE, _PROJECTION, _KIND, _TOKENS = (
     attrgetter("lifecycle"), attrgetter("projection"), attrgetter("kind"), attrgetter("tokens"))
 
@@ -58,9 +54,8 @@ def reproject(state: ContextState, run: TransitionRun, patched: list[PlanEntry])
     old = _costs(items, list(map(dict.get, costs, old_projections)), old_projections, preview)
     changed = list(map(or_, map(ne, old_projections, repeat(projection)), map(ne, new, old)))
     patched.extend(map(PlanEntry._make, zip(compress(run.item_ids, changed), repeat(projection), compress(new, changed))))
-    fields = {"lifecycle": lifecycle, "projection": projection, "reason": run.reason}
-    _consume(map(dict.update, map(_DICT, items), repeat(fields)))
-    _consume(map(set.update, map(_FIELDS_SET, items), repeat(_STATE_FIELDS)))
+    for name, value in (("lifecycle", lifecycle), ("projection", projection), ("reason", run.reason)):
+        _consume(map(setattr, items, repeat(name), repeat(value)))
     return Reprojected(keys_kept, shown, sum(new) - sum(old))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workflows.context import ApplyResult, CompactionPlan, Item, Kind, ids
+from workflows.context import ApplyResult, CompactionPlan, Item, Kind, ids, item_to_json
 from workflows.contract.events import EventSpec
 
 # Episode transitions: the inspector and a parent repairing a dead child read episode state from these.
@@ -71,7 +71,7 @@ def archived_event(item: Item, seq: int, lane: str = ids.MAIN_LANE) -> EventSpec
     """An archived item leaves workflow state; its last metadata is kept in the event log."""
     return event(
         "item.archived",
-        {"item_id": item.id, "reason": item.reason, "metadata": item.model_dump(mode="json")},
+        {"item_id": item.id, "reason": item.reason, "metadata": item_to_json(item)},
         seq,
         lane,
     )

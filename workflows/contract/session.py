@@ -35,6 +35,9 @@ CondenseStatus = Literal["accepted", "rejected", "no-op"]
 # How long a task retries transient failures (worker kills, the model's 5xx and 429, outages)
 # before it fails with the cause.
 GIVE_UP_SECONDS = 1800.0
+# Room reserved for the model's answer when nobody chose one (the spec's 4,096): the session
+# default, the worker's LANES_MAX_OUTPUT_TOKENS default and the offline replay's.
+DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 
 
 class ReplaySpec(BaseModel):
@@ -104,7 +107,7 @@ class SessionConfig(BaseModel):
     # admitted against its usable input; False: the engine's fixed 8,000 fallback ceiling.
     # True for sessions started before it was decided (as the engine assumed then).
     model_known: bool = True
-    max_output_tokens: int = 4_096
+    max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     budget_tokens: int | None = None  # explicit working-set budget (else the usable window)
     max_turns_per_task: int = 400
     # A run continues as new after this many model turns or this many updates (an external
