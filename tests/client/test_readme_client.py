@@ -57,3 +57,43 @@ def test_the_readmes_agents_sdk_example_runs_as_written(api_stack, tmp_path: Pat
         assert len(sent) == 1 and "task" in json.dumps(sent[0]["input"])  # the compacted request, with the task
     finally:
         model.stop()
+
+
+def test_the_readmes_mini_swe_agent_example_runs_as_written(api_stack, tmp_path: Path):
+    """mini-swe-agent's real DefaultAgent, LocalEnvironment and LitellmModel (OpenAI base URL
+    from the environment, as a user sets it) fix a failing test in the working directory
+    against a scripted model; the agent's messages end up in a Lanes session."""
+    pytest.importorskip("minisweagent")
+    from tests.frameworks.scripted_chat import ScriptedChat, bash_call
+
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / "test_add.py").write_text("def add(a, b):\n    return a - b\n\n\ndef test_add():\n    assert add(2, 2) == 4\n")
+    chat = ScriptedChat([
+        {"content": "The sign is wrong.", "tool_calls": [bash_call("call-fix", "sed -i 's/a - b/a + b/' test_add.py")]},
+        {"content": "Fixed.", "tool_calls": [bash_call("call-done", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]},
+    ])
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANES_", "OPENAI_", "MSWEA_"))}
+        env.update(LANES_API_URL=api_stack.base_url, LANES_API_TOKEN=api_stack.token_a,
+                   OPENAI_BASE_URL=chat.base_url, OPENAI_API_KEY="sk-test", LITELLM_LOCAL_MODEL_COST_MAP="True",
+                   MSWEA_SILENT_STARTUP="1", MSWEA_GLOBAL_CONFIG_DIR=str(tmp_path / "mswea"))
+        done = subprocess.run([sys.executable, "-c", example("### mini-swe-agent")], env=env, capture_output=True,
+                              text=True, timeout=180, cwd=work)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "return a + b" in (work / "test_add.py").read_text()  # the agent's command ran, in its directory
+        assert len(chat.requests) == 2 and all(r["model"] == "gpt-4.1" for r in chat.requests)
+        assert "Fix the failing test" in json.dumps(chat.requests[0]["messages"])
+    finally:
+        chat.stop()
+    # the agent's whole conversation is in one external session of the README's budget
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_stack.token_a}"}
+    sessions = httpx.get(f"{api_stack.base_url}/v1/sessions", headers=headers, timeout=30).json()
+    mine = [s for s in sessions["sessions"] if s["config"].get("model") == "openai/gpt-4.1"]
+    assert len(mine) == 1 and mine[0]["mode"] == "external", sessions
+    items = httpx.get(f"{api_stack.base_url}/v1/sessions/{mine[0]['session_id']}/items", headers=headers,
+                      timeout=30).json()["items"]
+    texts = json.dumps(items)
+    assert "Fix the failing test" in texts and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in texts
