@@ -20,6 +20,7 @@ from recordings import load_trajectory
 from tests.cli.test_cli import REPO, interruptible, lanes_command
 from tests.recordings import SHORT_TRAJECTORY
 from tests.replay.helpers import require_data
+from worker.local.demo import MEANINGS
 from worker.local.stack import free_port
 
 
@@ -47,6 +48,7 @@ def test_demo_replays_the_whole_recording_and_ui_keeps_the_inspector_up(database
         assert summary["steps"] == recorded + 1 and summary["duplicate_items"] == 0
         assert summary["compactions"] >= 1 and summary["context_tokens"] <= summary["budget"]
         assert summary["budget"] + summary["tool_definition_tokens"] == 4000
+        assert set(summary) <= set(MEANINGS)  # the table explains every figure the demo reports
 
         # --ui: the stack stays up and the printed inspector address (with its token) works
         notes = log.read_text()

@@ -19,6 +19,7 @@ from tests.cli.test_cli import REPO, lanes_command
 from tests.replay.helpers import ROOT, require_data
 from worker.cli import COMMANDS
 from worker.cli.inspection import session_of_observation
+from worker.local.demo import print_summary
 from workflows.context import external_observation_id, observation_id
 
 ONE_FILE = ROOT / "claude-code" / "subagent.jsonl.gz"
@@ -156,3 +157,14 @@ def test_help_is_quick_to_import():
                           env=_env(Path("/nonexistent")))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_the_demo_summary_says_what_each_figure_means():
+    summary = {"session_id": "demo-1", "recorded_steps": 30, "steps": 31, "budget": 3_412,
+               "tool_definition_tokens": 588, "compactions": 4}
+    console = Console(record=True, width=200)
+    print_summary(summary, console)
+    text = console.export_text()
+    assert "3,412" in text and "the session's budget less the tool definitions" in text
+    assert "then one that ends the replay" in text  # why steps is recorded_steps + 1
+    assert "compacted 4 times to stay inside 3,412 tokens" in text

@@ -156,11 +156,37 @@ async def duplicate_items(store: Store, session_id: str, report, stored_ids: lis
     return (len(added) - len(set(added))) + len(set(stored_ids) - known)
 
 
+# What each figure of the summary means, as the table prints it beside the value.
+MEANINGS = {
+    "session_id": "the session (its Temporal workflow id): the inspector, `lanes context` and Temporal name it",
+    "trajectory": "the recorded agent session replayed: its model turns and tool outputs, as recorded",
+    "task_state": "completed: the task ran to its end",
+    "recorded_steps": "model calls in the recording",
+    "replayed_steps": "recorded model calls the session asked for (all of them: nothing skipped)",
+    "steps": "model turns the task took: the recorded ones, then one that ends the replay",
+    "items_stored": "messages and tool results in PostgreSQL, content exactly as recorded",
+    "observations_stored": "exact tool outputs archived, readable again at observation://…",
+    "duplicate_items": "items stored twice (0: also across a killed worker)",
+    "worker_restarts": "workers killed mid-task and replaced (--kill-worker-at-step)",
+    "context_tokens": "tokens of the working set at the end: what the next request would carry",
+    "compactions": "times the engine made room to stay inside the budget",
+    "budget": "tokens the working set may use: the session's budget less the tool definitions",
+    "tool_definition_tokens": "tokens of the tool definitions every request carries",
+    "history_bytes": "Temporal history of the session's last run: item metadata only, never content",
+    "temporal_address": "the Temporal server the session ran on",
+}
+
+
 def print_summary(summary: dict, console: Console) -> None:
+    """The figures, each with what it means (``--json`` prints the figures alone)."""
     table = Table(title="Context Lanes demo", show_header=False)
     for key, value in summary.items():
-        table.add_row(key, str(value))
+        shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+        table.add_row(key, shown, MEANINGS.get(key, ""))
     console.print(table)
+    if summary.get("compactions"):
+        console.print(f"The recording's history was compacted {summary['compactions']:,} times to stay inside "
+                      f"{summary['budget']:,} tokens; nothing was lost: every output is stored and recallable.")
 
 
 def print_next_steps(summary: dict, console: Console, api: LocalApi | None) -> None:
