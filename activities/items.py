@@ -331,7 +331,12 @@ class ItemActivities(ActivityGroup):
             item_row(item_with(g.item, seq=g.number), ItemContent(text=g.text), ids.generated_lane(inp.lane))
             for g in inp.items
         ]
-        return await runtime.store.put_items(inp.session_id, rows)
+        if not inp.events:
+            return await runtime.store.put_items(inp.session_id, rows)
+        events = [EventRow(**e.model_dump()) for e in inp.events]
+        inserted = await runtime.store.put_items_with_events(inp.session_id, rows, events)
+        metrics.observe_events(events)
+        return inserted
 
     @activity.defn
     async def ingest_items(self, inp: IngestItemsInput) -> list[Item]:

@@ -117,10 +117,17 @@ def conflict_free_seq(error: BaseException) -> int | None:
     return free if isinstance(free, int) else None
 
 
-async def measure_texts(model_name: str, texts: dict[str, str]) -> dict[str, int]:
+async def measure_texts(model_name: str, texts: dict[str, str], local: bool = False) -> dict[str, int]:
+    """``local``: counted within the workflow task that asks (no server round trip; counting
+    tokens has no side effect, so a repeat after a lost task is harmless)."""
+    inp, summary = MeasureTextsInput(model=model_name, texts=texts), f"measure {', '.join(texts)}"
+    if local:
+        return await workflow.execute_local_activity(
+            "measure_texts", inp, result_type=dict[str, int], start_to_close_timeout=SHORT_IO_TIMEOUT,
+            retry_policy=IO_RETRY, summary=summary)
     return await workflow.execute_activity(
-        "measure_texts", MeasureTextsInput(model=model_name, texts=texts), result_type=dict[str, int],
-        start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY, summary=f"measure {', '.join(texts)}")
+        "measure_texts", inp, result_type=dict[str, int], start_to_close_timeout=SHORT_IO_TIMEOUT,
+        retry_policy=IO_RETRY, summary=summary)
 
 
 async def store_generated_items(inp: GeneratedItemsInput) -> None:

@@ -55,6 +55,9 @@ BUDGET_NOTICE_PATCH = "budget-notice"
 # Gates commands added after histories were recorded (tests/histories replays them):
 # episode begin/end/abandon events in the main lane.
 EPISODE_EVENTS_PATCH = "lane-episode-events"
+# A compaction's generated texts are measured by a local activity, and its created items and
+# events written by one activity (Lane.apply): one activity round trip instead of three.
+ONE_WRITE_COMPACTION_PATCH = "one-write-compaction"
 # Stores of external items whose ids turned out taken (see store_external) before the call is refused.
 STORE_ATTEMPTS = 3
 
@@ -438,26 +441,36 @@ class Lane:
 
     async def apply(self, plan: CompactionPlan, measured: dict[str, int] | None = None) -> ApplyResult:
         """Measure the text the engine generated (tiktoken stays out of workflow code),
-        apply the plan, then store the created items and log what happened."""
+        apply the plan, then store the created items and log what happened.
+
+        Since ONE_WRITE_COMPACTION_PATCH a compaction costs one activity round trip, not three:
+        the texts are measured by a local activity, and the created items and the compaction's
+        events are written together."""
+        one_write = workflow.patched(ONE_WRITE_COMPACTION_PATCH)
         if measured is None and plan.generated:
-            measured = await calls.measure_texts(self.data.model, {g.key: g.text for g in plan.generated})
+            measured = await calls.measure_texts(self.data.model, {g.key: g.text for g in plan.generated},
+                                                 local=one_write)
         tokens = {key: {Projection.FULL: count} for key, count in (measured or {}).items()}
         result = engine.apply_plan(self.state, plan, tokens)
-        if result.created:
-            await calls.store_generated_items(
-                GeneratedItemsInput(
-                    session_id=self.data.session_id,
-                    lane=self.data.lane,
-                    items=[
-                        GeneratedItem(item=self.state.items[c.item_id], text=c.text,
-                                      number=ids.generated_number(c.item_id))
-                        for c in result.created
-                    ],
-                )
-            )
-        await calls.record_events(self.data.session_id, compaction_events(plan, result, self.next_event_seq,
-                                                                          self.event_lane, self.state.notices))
+        if not one_write:
+            if result.created:
+                await calls.store_generated_items(self._generated(result))
+            await calls.record_events(self.data.session_id, self._compaction_events(plan, result))
+        elif result.created:
+            await calls.store_generated_items(self._generated(result, self._compaction_events(plan, result)))
+        else:
+            await calls.record_events(self.data.session_id, self._compaction_events(plan, result))
         return result
+
+    def _generated(self, result: ApplyResult, events: list[EventSpec] | None = None) -> GeneratedItemsInput:
+        """The items ``result`` created, with their text, for the activity that stores them."""
+        return GeneratedItemsInput(
+            session_id=self.data.session_id, lane=self.data.lane, events=events or [],
+            items=[GeneratedItem(item=self.state.items[c.item_id], text=c.text, number=ids.generated_number(c.item_id))
+                   for c in result.created])
+
+    def _compaction_events(self, plan: CompactionPlan, result: ApplyResult) -> list[EventSpec]:
+        return compaction_events(plan, result, self.next_event_seq, self.event_lane, self.state.notices)
 
     async def condense(self, raw_memory: dict | str) -> CondenseResult:
         """Explicit ``condense_context``: deterministic, no model call. A rejected or

@@ -213,6 +213,11 @@ async def main(names: list[str]) -> None:
             # issue 24: a step's items stored by an activity (patch step-items-activity), past ids
             # a lost workflow task left taken
             "step-items-activity": lambda: external_steps(client, queue, "step-items-activity", stack.dsn),
+            # issue 25: a compaction in one activity round trip (patch one-write-compaction: its texts
+            # measured by a local activity, its items and events written together), with the
+            # budget notice and bounded active episodes of new sessions
+            "one-write-hosted": lambda: hosted(client, queue, "one-write-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
+            "one-write-external": lambda: external_steps(client, queue, "one-write-external"),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

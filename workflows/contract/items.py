@@ -56,6 +56,7 @@ class GeneratedItemsInput(BaseModel):
     session_id: str
     lane: str = ids.MAIN_LANE
     items: list[GeneratedItem]
+    events: list[EventSpec] = Field(default_factory=list)  # the compaction's events, written with the items
 
 
 class MeasureTextsInput(BaseModel):
