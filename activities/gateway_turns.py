@@ -23,10 +23,13 @@ class GatewayTurn:
     chain: str
     stored: bool
     answer: dict[str, Any] | None = None
+    answered: bool = False  # an answer row (``turns`` reads the flag, not the answer)
 
 
 def _turn(row: asyncpg.Record) -> GatewayTurn:  # jsonb comes decoded (the store's codec)
-    return GatewayTurn(position=row["position"], chain=row["chain"], stored=row["stored"], answer=row.get("answer"))
+    answer = row.get("answer")
+    return GatewayTurn(position=row["position"], chain=row["chain"], stored=row["stored"], answer=answer,
+                       answered=row.get("answered", answer is not None))
 
 
 class GatewayTurns:
@@ -55,7 +58,8 @@ class GatewayTurns:
         """The session's rows without their answers (``at`` reads one): a conversation of
         thousands of calls would decode every answer it was given on every call."""
         rows = await self.store.run(lambda c: c.fetch(
-            "SELECT position, chain, stored FROM gateway_turns WHERE session_id = $1 ORDER BY position",
+            "SELECT position, chain, stored, answer IS NOT NULL AS answered FROM gateway_turns "
+            "WHERE session_id = $1 ORDER BY position",
             session_id), session_id)
         return [_turn(r) for r in rows]
 

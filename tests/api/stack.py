@@ -15,7 +15,7 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import uvicorn
@@ -73,6 +73,7 @@ class LanesServer:
         self._error: BaseException | None = None
         self._ready = threading.Event()
         self.worker: LanesWorker | None = None
+        self.app: Any = None  # the API's FastAPI app, once started (a test may put a fault in its state)
 
     def use_settings(self, settings: Settings) -> None:
         """Point the running worker's activities at other settings (a test's own model
@@ -110,7 +111,7 @@ class LanesServer:
         from worker.worker import build_worker, connect
 
         client = await connect(self.settings)
-        app = create_app(self.settings, client=client, tokens=self.tokens, allow_replay=True)
+        app = self.app = create_app(self.settings, client=client, tokens=self.tokens, allow_replay=True)
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
                                                      timeout_graceful_shutdown=2))
         worker = self.worker = build_worker(client, self.settings)

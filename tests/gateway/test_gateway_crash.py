@@ -72,7 +72,7 @@ def test_a_call_cut_by_an_api_kill_is_stored_once_when_retried(gateway: str, gat
         retry = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=60)
         assert retry.status_code == 200, retry.text
         assert retry.json()["choices"][0]["message"]["content"] == "the answer"
-        items = stored(gateway, retry.headers["x-lanes-session"])
+        items = stored(base, retry.headers["x-lanes-session"])  # the API that answered: its answer write is waited for
         assert [(i["kind"], i["text"]) for i in items] == [
             ("system", "You survive crashes."), ("user", body["messages"][1]["content"]), ("assistant", "the answer")]
         assert len(upstream.of(name)) == 2  # at least once upstream: the cut call was sent again
@@ -88,3 +88,45 @@ def _send_ignoring_errors(base: str, body: dict, headers: dict) -> None:
         httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=60)
     except httpx.HTTPError:
         pass  # the API was killed under it
+
+
+def test_an_api_killed_right_after_answering_loses_nothing(gateway: str, gateway_settings: Settings,
+                                                           upstream: ScriptedUpstream):
+    """The answer is durable before the agent gets it; its items reach the session in the
+    background. The API is killed the moment the agent has the answer (its write running, or
+    not begun, or done): the next call, to a restarted API, finds the session holding the
+    conversation exactly, each answer once, its usage counted once."""
+    name = f"answered-{uuid.uuid4().hex[:8]}"
+    upstream.script(name, Scripted(text="first answer"), Scripted(text="second answer"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    messages = [{"role": "system", "content": "You survive crashes."},
+                {"role": "user", "content": f"question {uuid.uuid4().hex}"}]
+    api = start_api(gateway_settings, upstream, port)
+    try:
+        ready(base, api)
+        first = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json={"model": name, "messages": messages},
+                           headers=headers, timeout=60)
+        os.killpg(api.pid, signal.SIGKILL)  # the moment the answer is in
+        api.wait(10)
+        assert first.status_code == 200, first.text
+        assert first.json()["choices"][0]["message"]["content"] == "first answer"
+        api = start_api(gateway_settings, upstream, port)
+        ready(base, api)
+        messages += [{"role": "assistant", "content": "first answer"}, {"role": "user", "content": "and then?"}]
+        second = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json={"model": name, "messages": messages},
+                            headers=headers, timeout=60)
+        assert second.status_code == 200, second.text
+        sid = second.headers["x-lanes-session"]
+        assert sid == first.headers["x-lanes-session"]
+        items = stored(base, sid)
+        assert [(i["kind"], i["text"]) for i in items] == [
+            ("system", "You survive crashes."), ("user", messages[1]["content"]), ("assistant", "first answer"),
+            ("user", "and then?"), ("assistant", "second answer")]
+        status = httpx.get(f"{base}/v1/sessions/{sid}/status", headers=headers, timeout=30).json()
+        assert status["usage"]["calls"] == 2 and len(upstream.of(name)) == 2
+    finally:
+        if api.poll() is None:
+            os.killpg(api.pid, signal.SIGKILL)
+            api.wait(10)

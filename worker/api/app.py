@@ -37,6 +37,7 @@ from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.gateway import routes as gateway_routes
+from worker.api.gateway.answer_writes import AnswerWrites
 from worker.api.gateway.routes import gateway_error
 from worker.api.routes import router
 from worker.settings import Settings, get_settings
@@ -50,6 +51,7 @@ MAX_BODY_BYTES = 2 * 1024 * 1024
 # A gateway call carries the agent's whole conversation: a long one is larger than any other call.
 GATEWAY_MAX_BODY_BYTES = 64 * 1024 * 1024
 BODY_SECONDS = 10.0  # a request body must arrive whole within this
+ANSWER_DRAIN_SECONDS = 10.0  # a stopping API lets the gateway's answer writes finish this long
 DRAIN_LIMIT = 16 * 1024 * 1024  # an over-limit body is read and dropped up to this, then the connection closes
 ENV_ALLOW_REPLAY = "LANES_API_ALLOW_REPLAY"
 STATIC_DIR = Path(str(files("worker.api").joinpath("static")))
@@ -209,6 +211,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
+        await app.state.answer_writes.drain(ANSWER_DRAIN_SECONDS)  # before the store and client close
         await backend.close()
         if (http := getattr(app.state, "gateway_http", None)) is not None:
             await http.aclose()
@@ -227,6 +230,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     app.state.auth = auth
     app.state.backend = backend
     app.state.allow_replay = allow_replay
+    app.state.answer_writes = AnswerWrites()  # gateway answers stored after the agent has them
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

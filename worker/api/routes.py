@@ -106,8 +106,10 @@ Tenant = Annotated[str, Depends(tenant)]
 Be = Annotated[Backend, Depends(backend)]
 
 
-async def owned(session_id: SessionId, tenant: Tenant, be: Be) -> SessionRow:
-    return await be.owned_session(session_id, tenant)
+async def owned(request: Request, session_id: SessionId, tenant: Tenant, be: Be) -> SessionRow:
+    row = await be.owned_session(session_id, tenant)
+    await request.app.state.answer_writes.settle(session_id)  # an answer the gateway gave is in the session
+    return row
 
 
 Owned = Annotated[SessionRow, Depends(owned)]

@@ -5,8 +5,10 @@ one, or branch), store what is new, plan the bounded request, call the upstream 
 What is stored, and when:
 - the call's new turns are claimed (``gateway_turns``), appended as one keyed step (a retried
   call appends nothing twice: its step id is the digest of its conversation), then marked stored;
-- the answer is put beside them before its items are appended under a key of its own, so a
-  call retried after a dropped connection is answered from what was stored, with no second
+- the answer is put beside them (its row holds every item it will be stored as), and the agent
+  gets it then; its items are appended to the session after, under a key of its own
+  (``answer_writes``), and the conversation's next call makes sure they were before it appends
+  anything. A call retried after a dropped connection is answered from the row, with no second
   upstream call. Between the claim and the answer the upstream call itself is at least once: a
   call cut before its answer was stored is sent upstream again when the agent retries.
 """
@@ -31,6 +33,7 @@ from worker.api.backend import Backend
 from worker.api.errors import ApiError
 from worker.api.external_routes import external_items, request_out, update_id
 from worker.api.gateway.answer import Answer, stored_answer
+from worker.api.gateway.answer_writes import AnswerWrites
 from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, next_chain
 from worker.api.routes import open_session
 from workflows.context import price_for
@@ -77,6 +80,7 @@ class Gateway:
         self.request = request
         self.be = be
         self.tenant = tenant
+        self.writes: AnswerWrites = request.app.state.answer_writes
 
     async def turns_table(self) -> GatewayTurns:
         return GatewayTurns(await self.be.store())
@@ -118,6 +122,8 @@ class Gateway:
             if any(c.chain != chains[c.position] for c in claims):  # never continue another's conversation
                 raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
         rows = {r.position: r for r in [*stored, *claims]}
+        for row in [r for r in rows.values() if r.answered and not r.stored]:  # answers still being stored
+            rows[row.position] = await self._answer_stored(table, sid, row)
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         try:
             prepared = await self._step(sid, conversation.turns[first:], chains)
@@ -232,48 +238,43 @@ class Gateway:
 
     async def _keep_answer(self, table: GatewayTurns, sid: str, chains: list[str], answers: list[Answer],
                            recalled: dict[str, str], model: str) -> dict[str, Any]:
-        """Put the answer beside the conversation, then store its items; the answer the agent
-        gets (another attempt's, when a concurrent one put its own there first)."""
-        answer_row = stored_answer(answers, model)
-        position = len(chains)
+        """Put the answer beside the conversation (with the items it is stored as) and store
+        those in the background; the answer the agent gets (another attempt's, when a
+        concurrent one put its own there first)."""
+        answer_row = {**stored_answer(answers, model), "items": _answer_items(answers, recalled)}
         chain = next_chain(chains[-1], answers[-1].for_agent())
-        row = await table.put_answer(sid, self.tenant, position, chain, answer_row)
-        if row.answer != answer_row:  # a copy of this call put its answer there first: that one is stored
-            await self._stored_by_its_writer(table, sid, row)
-            return row.answer or answer_row
-        await self._store_answer(sid, chain, answer_row, answers, recalled)
-        await table.mark_stored(sid, [position])
-        return answer_row
+        row = await table.put_answer(sid, self.tenant, len(chains), chain, answer_row)
+        self._store_later(table, sid, row)
+        return row.answer or answer_row
 
-    async def _stored_by_its_writer(self, table: GatewayTurns, sid: str, row: GatewayTurn,
-                                    seconds: float = 30.0) -> None:
-        """Wait for the call that put ``row`` there to store its items; if it does not (it died),
-        store them from the row (the final message; its recall rounds were its own)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
-        while not row.stored and loop.time() < deadline:
-            await asyncio.sleep(0.1)
+    def _store_later(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
+        if not row.stored:
+            self.writes.start((sid, row.position), lambda: self._store_row(table, sid, row))
+
+    async def _answer_stored(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> GatewayTurn:
+        """``row`` (an answer row) once its items are in the session: this process's write waited
+        for, else stored from the row (its writer is gone or elsewhere: the same items, key and
+        update id, so the session holds them once)."""
+        if await self.writes.wait((sid, row.position)):
             row = await table.at(sid, row.position) or row
         if not row.stored:
-            assert row.answer is not None
-            await self._store_answer(sid, row.chain, row.answer, None, {})
-            await table.mark_stored(sid, [row.position])
+            full = row if row.answer is not None else await table.at(sid, row.position)
+            assert full is not None and full.answer is not None
+            await self._store_row(table, sid, full)
+        return GatewayTurn(position=row.position, chain=row.chain, stored=True, answered=True)
 
-    async def _store_answer(self, sid: str, chain: str, answer: dict[str, Any], answers: list[Answer] | None,
-                            recalled: dict[str, str]) -> None:
-        """The answer's items: each recall round (the model's call and the gateway's results,
-        visible in the inspector) and the final message, with the calls' usage."""
-        items: list[tuple[ItemIn, dict]] = []
-        if answers is not None:
-            for made in answers:
-                items.append((_item_in(made.turn, None), made.turn.extras or {}))
-                items += [(ItemIn(kind="tool_result", text=recalled[call.id], tool_call_id=call.id,
-                                  tool_name=RECALL_TOOL), {})
-                          for call in made.turn.tool_calls if call.id in recalled]
-        else:  # the answer another attempt stored (its recall rounds, if any, were its own)
-            items.append((_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
-                Call(*c) for c in answer["tool_calls"])), None), {}))
-        key = f"gw-answer-{chain[:48]}"
+    async def _store_row(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
+        """The answer's items (each recall round, the model's call and the gateway's results, then
+        the final message), with the calls' usage, appended under the row's key; then the row is
+        marked stored. Rows written before they held their items store the final message."""
+        answer = row.answer
+        assert answer is not None
+        if "items" in answer:
+            items = [(ItemIn.model_validate(item), extras) for item, extras in answer["items"]]
+        else:
+            items = [(_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
+                Call(*c) for c in answer["tool_calls"])), None), {})]
+        key = f"gw-answer-{row.chain[:48]}"
         incoming = await external_items(self.be, sid, items, key)
         prompt, cached, completion = answer["usage"]
         model = str((answer.get("raw") or {}).get("model") or "")
@@ -283,12 +284,26 @@ class Gateway:
         request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage)
         await self.be.update(sid, "store the answer", SessionWorkflow.append_items, request,
                              update_id=update_id("append", key, digest))
+        await table.mark_stored(sid, [row.position])
 
     async def _replay(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> Served:
-        """A retried call: the answer it was given, stored again if its items were not."""
+        """A retried call: the answer it was given (its items stored in the background if they
+        are not yet)."""
         assert row.answer is not None
-        await self._stored_by_its_writer(table, sid, row)
+        self._store_later(table, sid, row)
         return Served(session_id=sid, answer=row.answer, replayed=True)
+
+
+def _answer_items(answers: list[Answer], recalled: dict[str, str]) -> list[list[Any]]:
+    """The items an answer is stored as, as its row keeps them ([item, extras] each): every
+    upstream call's message, each followed by the gateway's answers to its recall calls."""
+    items: list[list[Any]] = []
+    for made in answers:
+        items.append([_item_in(made.turn, None).model_dump(mode="json"), made.turn.extras or {}])
+        items += [[ItemIn(kind="tool_result", text=recalled[call.id], tool_call_id=call.id,
+                          tool_name=RECALL_TOOL).model_dump(mode="json"), {}]
+                  for call in made.turn.tool_calls if call.id in recalled]
+    return items
 
 
 async def _answer_after(table: GatewayTurns, sid: str, stored: list[GatewayTurn], chains: list[str],

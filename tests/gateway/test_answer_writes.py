@@ -1,0 +1,116 @@
+"""The gateway answers once the answer is durable in its own table and stores the answer's
+items in the session after: what the agent was answered ends up in the session exactly once,
+with its usage counted once, whether the background write ran, was lost with its process, or
+ran at the same time as the conversation's next call; and a read through the API after a call
+sees the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.stack import TOKENS, LanesServer
+from tests.gateway.conftest import TOKEN
+from tests.gateway.test_gateway import model, stored
+from tests.gateway.upstream import Scripted, ScriptedUpstream
+from worker.api.gateway.answer_writes import AnswerWrites
+from worker.settings import Settings
+
+pytestmark = pytest.mark.timeout(180)
+HEADERS = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class LostWrites(AnswerWrites):
+    """Every background write lost, as if the API process died right after answering."""
+
+    def start(self, key, write) -> None:
+        write().close()  # the coroutine never runs
+
+
+@pytest.fixture
+def server(gateway_settings: Settings) -> Iterator[LanesServer]:
+    """An API of its own (with its worker), whose answer writes a test may replace."""
+    settings = gateway_settings.model_copy(update={"task_queue": f"gw-writes-{uuid.uuid4().hex[:6]}"})
+    started = LanesServer(settings, TOKENS).start()
+    yield started
+    started.stop()
+
+
+def _chat(base: str, name: str, messages: list[dict[str, Any]]) -> httpx.Response:
+    response = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json={"model": name, "messages": messages},
+                          headers=HEADERS, timeout=60)
+    assert response.status_code == 200, response.text
+    return response
+
+
+def _usage_calls(base: str, sid: str) -> int:
+    status = httpx.get(f"{base}/v1/sessions/{sid}/status", headers=HEADERS, timeout=30).json()
+    return status["usage"]["calls"]
+
+
+def test_an_answer_whose_write_was_lost_is_stored_once_by_the_next_call(server: LanesServer,
+                                                                        upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(text="first answer", usage=(120, 20, 7)), Scripted(text="second answer"),
+                    Scripted(text="third answer"))
+    server.app.state.answer_writes = LostWrites()
+    base = server.base_url
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You log."},
+                                      {"role": "user", "content": f"one {uuid.uuid4().hex}"}]
+    first = _chat(base, name, messages)
+    sid = first.headers["x-lanes-session"]
+    assert [i["kind"] for i in stored(base, sid)] == ["system", "user"]  # the agent has it; the session not yet
+    for n, text in enumerate(("second answer", "third answer")):
+        messages += [{"role": "assistant", "content": ["first answer", "second answer"][n]},
+                     {"role": "user", "content": f"turn {n + 2}"}]
+        answered = _chat(base, name, messages)
+        assert answered.headers["x-lanes-session"] == sid
+        assert answered.json()["choices"][0]["message"]["content"] == text
+    # each call stored the answer before it (from its row), once, in order; the last is still pending
+    assert [(i["kind"], i["text"]) for i in stored(base, sid)] == [
+        ("system", "You log."), ("user", messages[1]["content"]), ("assistant", "first answer"),
+        ("user", "turn 2"), ("assistant", "second answer"), ("user", "turn 3")]
+    assert _usage_calls(base, sid) == 2  # the two stored answers' usage, once each
+    server.app.state.answer_writes = AnswerWrites()  # the API restarted: a retry of the last call
+    again = _chat(base, name, messages)
+    assert again.json()["choices"][0]["message"]["content"] == "third answer"  # from the row, not upstream
+    assert [i["text"] for i in stored(base, sid)][-2:] == ["turn 3", "third answer"]  # read after: it is there
+    assert len(upstream.of(name)) == 3 and _usage_calls(base, sid) == 3
+
+
+def test_the_next_call_arriving_during_the_write_stores_nothing_twice(server: LanesServer,
+                                                                      upstream: ScriptedUpstream):
+    """Many conversations at once, each sending its next call the moment it has an answer (its
+    write still running): every session holds its conversation exactly, each answer once."""
+    names = [model() for _ in range(12)]
+    for name in names:
+        upstream.script(name, *[Scripted(text=f"{name} answer {n}") for n in range(4)])
+
+    async def converse(http: httpx.AsyncClient, name: str) -> tuple[str, list[dict[str, Any]]]:
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You log."},
+                                          {"role": "user", "content": f"{name} turn 0"}]
+        sid = ""
+        for n in range(4):
+            response = await http.post(f"{server.base_url}/gateway/openai/v1/chat/completions",
+                                       json={"model": name, "messages": messages}, headers=HEADERS)
+            assert response.status_code == 200, response.text
+            sid = sid or response.headers["x-lanes-session"]
+            assert response.headers["x-lanes-session"] == sid
+            messages += [{"role": "assistant", "content": response.json()["choices"][0]["message"]["content"]},
+                         {"role": "user", "content": f"{name} turn {n + 1}"}]
+        return sid, messages[:-1]
+
+    async def all_at_once() -> list[tuple[str, list[dict[str, Any]]]]:
+        async with httpx.AsyncClient(timeout=120) as http:
+            return await asyncio.gather(*(converse(http, name) for name in names))
+
+    for sid, messages in asyncio.run(all_at_once()):
+        items = stored(server.base_url, sid)
+        assert [(i["kind"], i["text"]) for i in items] == [
+            ("assistant" if m["role"] == "assistant" else m["role"], m["content"]) for m in messages]
+        assert _usage_calls(server.base_url, sid) == 4
