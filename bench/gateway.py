@@ -3,8 +3,10 @@ upstream directly.
 
     .venv/bin/python bench/gateway.py [--files 6] [--budget 16000] [--concurrent 100]
 
-Starts a throwaway local stack (Temporal dev server, PostgreSQL), one in-process worker and
-the API, and a local upstream speaking Chat Completions that answers each call of a recorded
+Starts a throwaway local stack (Temporal dev server, PostgreSQL), a worker and the API, each
+its own process as deployed (``lanes worker``, ``lanes api``; in one process their event
+loops and the benchmark's would share a core and one lock, and time each other's work), and
+a local upstream speaking Chat Completions that answers each call of a recorded
 session with that session's next recorded answer (instantly, so time measured is the
 gateway's own). Each recorded session is played as an unchanged agent would: its whole
 conversation sent on every call (system, task, every answer and every tool output so far),
@@ -13,7 +15,9 @@ through the gateway, or straight to the upstream. Writes ``bench/results/gateway
 - input tokens per upstream request, gateway vs direct (our tokenizer, both sides alike), and
   their ratio: what the agent's provider bill would be, since input dominates agents' cost;
 - the time a call takes through the gateway against a direct call to the same upstream, p50
-  and p99, per call (the gateway stores the turn, plans, calls, stores the answer);
+  and p99, per call (the gateway stores the turn, plans, calls, keeps the answer), with
+  ``--agent-ms`` between calls (the agent running its tools: the answer's items are appended
+  to the session then), and back to back (each call waits for the previous answer's append);
 - ``--concurrent`` conversations at once (same system prompt, different tasks), each checked
   for being answered from its own session only (misrouted: an answer or a stored turn that
   belongs to another conversation).
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import socket
 import sys
@@ -46,10 +51,7 @@ from fastapi.responses import StreamingResponse
 
 from activities.tokens import count_message_tokens
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, iter_trajectories
-from worker.api.app import create_app
-from worker.local.stack import Stack
-from worker.settings import Settings
-from worker.worker import build_worker, connect
+from worker.local.stack import Stack, free_port
 
 TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
 COUNT_MODEL = "gpt-4o-mini"  # one tokenizer for both sides
@@ -139,7 +141,9 @@ def followers(turn: Any, message: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def play(http: httpx.AsyncClient, url: str, trajectory: Trajectory, model: str, budget: int,
-               conversation_id: str | None = None) -> dict[str, Any]:
+               conversation_id: str | None = None, agent_ms: float = 0.0) -> dict[str, Any]:
+    """The recording as an unchanged agent sends it; ``agent_ms``: the agent's own time after
+    each answer (its tools running), not counted in the call's."""
     messages: list[dict[str, Any]] = ([{"role": "system", "content": trajectory.system}] if trajectory.system
                                       else []) + [{"role": "user", "content": trajectory.task}]
     full, times, sessions = [], [], set()
@@ -157,7 +161,32 @@ async def play(http: httpx.AsyncClient, url: str, trajectory: Trajectory, model:
         message = response.json()["choices"][0]["message"]
         message = {k: v for k, v in message.items() if v is not None}
         messages += [message, *followers(turn, message)]
+        if agent_ms:
+            await asyncio.sleep(agent_ms / 1000)
     return {"full_tokens": full, "ms": times, "sessions": sorted(s for s in sessions if s)}
+
+
+def call_ms(timings: dict[str, list[float]], agent_ms: float) -> dict[str, Any]:
+    gateway, direct = timings[f"gateway {agent_ms:g}"], timings[f"direct {agent_ms:g}"]
+    return {"agent_ms": agent_ms, "gateway_p50": pct(gateway, 0.5), "gateway_p99": pct(gateway, 0.99),
+            "direct_p50": pct(direct, 0.5), "direct_p99": pct(direct, 0.99),
+            "added_p50": round(pct(gateway, 0.5) - pct(direct, 0.5), 2),
+            "added_p99": round(pct(gateway, 0.99) - pct(direct, 0.99), 2), "calls": len(gateway)}
+
+
+async def ready(url: str, seconds: float = 60.0) -> None:
+    """Wait until the API process answers ``url``."""
+    deadline = time.monotonic() + seconds
+    async with httpx.AsyncClient(timeout=2) as http:
+        while True:
+            try:
+                if (await http.get(url)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the API did not become ready at {url}")
+            await asyncio.sleep(0.2)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -168,30 +197,31 @@ def pct(values: list[float], q: float) -> float:
 async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, Any]:
     upstream = RecordedUpstream()
     up_server, up_port = serve(upstream.app)
-    settings = Settings(temporal_address=stack.temporal_address, database_url=stack.dsn,
-                        task_queue=f"bench-gw-{uuid.uuid4().hex[:6]}", data_dir=tmp / "data",
-                        gateway_openai_base_url=f"http://127.0.0.1:{up_port}/v1", gateway_openai_api_key="sk-bench")
-    client = await connect(settings)
-    app = create_app(settings, client=client, tokens={TOKEN: TENANT})
-    api, api_port = serve(app)
+    api_port = free_port()
+    env = {"LANES_TASK_QUEUE": f"bench-gw-{uuid.uuid4().hex[:6]}", "LANES_DATA_DIR": str(tmp / "data"),
+           "LANES_API_HOST": "127.0.0.1", "LANES_API_PORT": str(api_port), "LANES_API_TOKENS": f"{TENANT}:{TOKEN}",
+           "LANES_GATEWAY_OPENAI_BASE_URL": f"http://127.0.0.1:{up_port}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-bench"}
+    stack.spawn("worker", [sys.executable, "-m", "worker.worker"], env)
+    stack.spawn("api", [sys.executable, "-m", "worker.api.main", "--log-level", "warning"], env)
     gateway_url = f"http://127.0.0.1:{api_port}/gateway/openai/v1/chat/completions"
     direct_url = f"http://127.0.0.1:{up_port}/v1/chat/completions"
+    await ready(f"http://127.0.0.1:{api_port}/readyz")
     trajectories = [t for t in iter_trajectories([args.root]) if t.turns]
     trajectories = trajectories[:: max(1, len(trajectories) // args.files)][: args.files]
     per_file: list[dict[str, Any]] = []
-    gateway_ms: list[float] = []
-    direct_ms: list[float] = []
-    async with build_worker(client, settings), httpx.AsyncClient(timeout=120) as http:
+    timings: dict[str, list[float]] = {}  # "<route> <agent ms>" -> call times
+    async with httpx.AsyncClient(timeout=120) as http:
         for i, trajectory in enumerate(trajectories):
-            for route, url in (("gateway", gateway_url), ("direct", direct_url)):
-                model = f"rec-{i}-{route}"
+            for (route, url), agent_ms in itertools.product((("gateway", gateway_url), ("direct", direct_url)),
+                                                            (args.agent_ms, 0.0)):
+                model = f"rec-{i}-{route}-{agent_ms:g}"
                 upstream.answers[model] = [answer_of(turn, n, trajectory.tool_protocol == "tool_calls")
                                            for n, turn in enumerate(trajectory.turns)]
-                played = await play(http, url, trajectory, model, args.budget)
+                played = await play(http, url, trajectory, model, args.budget, conversation_id=model, agent_ms=agent_ms)
                 if "error" in played:
                     raise SystemExit(f"{trajectory.id} via {route}: {played['error']}")
-                (gateway_ms if route == "gateway" else direct_ms).extend(played["ms"])
-                if route == "gateway":
+                timings.setdefault(f"{route} {agent_ms:g}", []).extend(played["ms"])
+                if route == "gateway" and agent_ms == args.agent_ms:
                     sent = upstream.sent_tokens[model]
                     per_file.append({"id": trajectory.id, "calls": len(sent), "sessions": len(played["sessions"]),
                                      "gateway_tokens": sum(sent), "direct_tokens": sum(played["full_tokens"]),
@@ -199,9 +229,10 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
             print(f"  {trajectory.id}: {per_file[-1]['gateway_tokens'] / per_file[-1]['direct_tokens']:.3f}x",
                   file=sys.stderr)
         concurrent = await misrouting(http, gateway_url, upstream, trajectories[0], args.concurrent)
-        streaming = await first_bytes(http, gateway_url, direct_url, upstream, args.stream_calls)
+        streaming = await first_bytes(http, gateway_url, direct_url, upstream, args.stream_calls, args.agent_ms)
         long = await long_conversation(http, gateway_url, upstream, args.long_calls, args.budget, args.out_long)
-    api.should_exit = True
+    if long.get("session"):
+        long.update(await largest_payloads(stack, long["session"]))
     up_server.should_exit = True
     gateway_total = sum(f["gateway_tokens"] for f in per_file)
     direct_total = sum(f["direct_tokens"] for f in per_file)
@@ -212,9 +243,8 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
         "input_tokens": {"gateway": gateway_total, "direct": direct_total,
                          "ratio": round(gateway_total / max(1, direct_total), 4)},
         "over_budget_requests": sum(f["over_budget"] for f in per_file),
-        "call_ms": {"gateway_p50": pct(gateway_ms, 0.5), "gateway_p99": pct(gateway_ms, 0.99),
-                    "direct_p50": pct(direct_ms, 0.5), "direct_p99": pct(direct_ms, 0.99),
-                    "added_p50": round(pct(gateway_ms, 0.5) - pct(direct_ms, 0.5), 2), "calls": len(gateway_ms)},
+        "call_ms": call_ms(timings, args.agent_ms),
+        "call_ms_back_to_back": call_ms(timings, 0.0),
         "concurrent": concurrent,
         "streaming": streaming,
         "long_conversation": long,
@@ -260,31 +290,41 @@ async def misrouting(http: httpx.AsyncClient, url: str, upstream: RecordedUpstre
 
 
 async def first_bytes(http: httpx.AsyncClient, gateway_url: str, direct_url: str, upstream: RecordedUpstream,
-                      calls: int) -> dict[str, Any]:
-    """Streamed calls, each a new two-turn conversation: the time to the first event and to the
-    end, through the gateway and direct (the upstream waits STREAM_GAP_SECONDS after its first)."""
+                      calls: int, agent_ms: float) -> dict[str, Any]:
+    """Streamed calls of one conversation each way (a new user turn each, ``agent_ms`` after
+    each answer): the time to the first event and to the end, through the gateway and direct
+    (the upstream waits STREAM_GAP_SECONDS after its first). The conversation's first call,
+    which opens its session, is reported alone."""
     timings: dict[str, dict[str, list[float]]] = {}
     headers = {"Authorization": f"Bearer {TOKEN}"}
     for route, url in (("gateway", gateway_url), ("direct", direct_url)):
         first, whole = [], []
-        for n in range(calls):
-            model = f"stream-{route}-{n}"
-            upstream.answers[model] = [{"role": "assistant", "content": f"streamed answer {n}"}]
-            body = {"model": model, "stream": True, "messages": [
-                {"role": "system", "content": "You are terse."}, {"role": "user", "content": f"stream {n} {route}"}]}
+        model = f"stream-{route}"
+        upstream.answers[model] = [{"role": "assistant", "content": f"streamed answer {n}"} for n in range(calls + 1)]
+        messages = [{"role": "system", "content": "You are terse."}]
+        for n in range(calls + 1):
+            messages.append({"role": "user", "content": f"stream {n} {route}"})
+            body = {"model": model, "stream": True, "messages": messages}
             started = time.perf_counter()
+            text = ""
             async with http.stream("POST", url, json=body, headers=headers) as response:
                 seen = None
                 async for line in response.aiter_lines():
                     if line.startswith("data:") and seen is None:
                         seen = time.perf_counter()
+                    if line.startswith("data: {"):
+                        for choice in json.loads(line[6:]).get("choices") or []:
+                            text += (choice.get("delta") or {}).get("content") or ""
                 if response.status_code != 200 or seen is None:
                     raise SystemExit(f"streamed call via {route}: HTTP {response.status_code}")
             first.append((seen - started) * 1000)
             whole.append((time.perf_counter() - started) * 1000)
-        timings[route] = {"first": first, "whole": whole}
+            messages.append({"role": "assistant", "content": text})
+            await asyncio.sleep(agent_ms / 1000)
+        timings[route] = {"first": first[1:], "whole": whole[1:], "opening": first[:1]}
     g, d = timings["gateway"], timings["direct"]
-    return {"calls": calls, "gap_ms": STREAM_GAP_SECONDS * 1000,
+    return {"calls": calls, "gap_ms": STREAM_GAP_SECONDS * 1000, "agent_ms": agent_ms,
+            "opening_call_first_byte": {"gateway": round(g["opening"][0], 2), "direct": round(d["opening"][0], 2)},
             "first_byte_p50": {"gateway": pct(g["first"], 0.5), "direct": pct(d["first"], 0.5)},
             "first_byte_p99": {"gateway": pct(g["first"], 0.99), "direct": pct(d["first"], 0.99)},
             "added_first_byte_p50": round(pct(g["first"], 0.5) - pct(d["first"], 0.5), 2),
@@ -309,7 +349,7 @@ async def long_conversation(http: httpx.AsyncClient, url: str, upstream: Recorde
         window = max(1, min(100, len(times) // 10))
         sent = upstream.sent_tokens.get(model, [])
         return {"calls": len(times), "asked": calls, "seconds": round(time.perf_counter() - started, 1),
-                "sessions": len(sessions), "error": error,
+                "sessions": len(sessions), "session": next(iter(sessions), None), "error": error,
                 "first_calls_ms_p50": pct(times[:window], 0.5), "last_calls_ms_p50": pct(times[-window:], 0.5),
                 "last_calls_ms_p99": pct(times[-window:], 0.99), "window": window,
                 "last_body_bytes": sizes[-1] if sizes else 0,
@@ -344,6 +384,8 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=100)
     parser.add_argument("--stream-calls", type=int, default=50, help="streamed calls for the first-byte time")
     parser.add_argument("--long-calls", type=int, default=10_000, help="calls through one conversation")
+    parser.add_argument("--agent-ms", type=float, default=100.0,
+                        help="the agent's own time after each answer (its tools), not counted in the call's")
     parser.add_argument("--out-long", type=Path, help="where the long conversation's progress is written")
     parser.add_argument("--out", type=Path, help="write the result here only (not the committed results)")
     args = parser.parse_args()
@@ -359,6 +401,7 @@ def main() -> None:
 
 def readme_block(result: dict[str, Any]) -> str:
     tokens, ms, conc = result["input_tokens"], result["call_ms"], result["concurrent"]
+    b2b = result.get("call_ms_back_to_back") or ms
     rows = "\n".join(f"| `{f['id']}` | {f['calls']} | {f['direct_tokens']:,} | {f['gateway_tokens']:,} | "
                      f"{f['gateway_tokens'] / max(1, f['direct_tokens']):.3f} | {f['max_request']:,} |"
                      for f in result["files"])
@@ -375,11 +418,15 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
 
 - **Input tokens: {tokens['ratio']:.3f}x** of calling the upstream directly ({tokens['gateway']:,} vs
   {tokens['direct']:,}); requests over the budget: {result['over_budget_requests']}.
-- **Call time:** p50 {ms['gateway_p50']} ms through the gateway vs {ms['direct_p50']} ms direct (p99
-  {ms['gateway_p99']} vs {ms['direct_p99']}), so about {ms['added_p50']} ms added per call at p50, over
-  {ms['calls']} calls. The goal was under 15 ms: not met. Each call is two workflow updates (the step
-  that stores the new turns and plans, the append that stores the answer) and seven small
-  PostgreSQL writes and reads; a real model's seconds dwarf it, but it is the gateway's cost.
+- **Call time**, the worker and the API each in its own process as deployed, with the agent's
+  own {ms.get('agent_ms', 0):g} ms after each answer (its tools running; not counted): p50
+  {ms['gateway_p50']} ms through the gateway vs {ms['direct_p50']} ms direct (p99 {ms['gateway_p99']}
+  vs {ms['direct_p99']}), so {ms['added_p50']} ms added per call at p50, over {ms['calls']} calls.
+  Back to back (each call sent the moment the last answered, so it waits for that answer's
+  append): {b2b['added_p50']} ms added at p50 ({b2b['gateway_p50']} vs {b2b['direct_p50']} ms). The goal was
+  under 15 ms: not met. What a call waits for: one workflow update (the step that stores the new
+  turns and plans; a compaction adds one activity), the upstream, and a few small PostgreSQL
+  reads and writes; the answer's append runs after the agent has it.
 - **{conc['conversations']} concurrent conversations** (one system prompt, {conc['calls']} calls, {conc['seconds']} s):
   {conc['sessions']} sessions, **{conc['misrouted']} misrouted**, errors {len(conc['errors'])}.
 {streaming_lines(result.get("streaming"))}{long_lines(result.get("long_conversation"))}\
@@ -392,11 +439,31 @@ def streaming_lines(streaming: dict[str, Any] | None) -> str:
     if not streaming or not streaming.get("calls"):
         return ""
     first, whole = streaming["first_byte_p50"], streaming["whole_p50"]
-    return (f"- **Streaming, first byte** ({streaming['calls']} streamed calls each way; the upstream sends its "
-            f"first chunk at once, the rest {streaming['gap_ms']:.0f} ms later): p50 {first['gateway']} ms through "
-            f"the gateway vs {first['direct']} ms direct, {streaming['added_first_byte_p50']} ms added (the goal "
-            f"was within 10 ms: not met; the gateway stores the turn and plans before it calls the upstream); "
-            f"whole answer p50 {whole['gateway']} vs {whole['direct']} ms.\n")
+    opening = streaming.get("opening_call_first_byte")
+    opened = (f" The conversation's first call, which opens its session: {opening['gateway']} ms to the first "
+              f"byte vs {opening['direct']} ms." if opening else "")
+    return (f"- **Streaming, first byte** ({streaming['calls']} streamed calls of one conversation each way; the "
+            f"upstream sends its first chunk at once, the rest {streaming['gap_ms']:.0f} ms later): p50 "
+            f"{first['gateway']} ms through the gateway vs {first['direct']} ms direct, "
+            f"{streaming['added_first_byte_p50']} ms added (the goal was within 10 ms: not met; the gateway stores "
+            f"the turn and plans before it calls the upstream); whole answer p50 {whole['gateway']} vs "
+            f"{whole['direct']} ms.{opened}\n")
+
+
+async def largest_payloads(stack: Stack, session_id: str) -> dict[str, Any]:
+    """The session's runs and its largest history event (payloads as stored: compressed past
+    64 KiB): Temporal warns past 512 KiB and refuses a payload over 2 MiB."""
+    from worker.settings import Settings
+    from worker.worker import connect
+
+    client = await connect(Settings(temporal_address=stack.temporal_address))
+    largest, kind, runs = 0, "", 0
+    async for run in client.list_workflows(f"WorkflowId = '{session_id}'"):
+        runs += 1
+        async for event in client.get_workflow_handle(session_id, run_id=run.run_id).fetch_history_events():
+            if event.ByteSize() > largest:
+                largest, kind = event.ByteSize(), event.WhichOneof("attributes").removesuffix("_event_attributes")
+    return {"runs": runs, "largest_event_bytes": largest, "largest_event": kind}
 
 
 def long_lines(long: dict[str, Any] | None) -> str:
@@ -412,7 +479,14 @@ def long_lines(long: dict[str, Any] | None) -> str:
             f"upstream request {long['largest_upstream_request_tokens']:,} tokens, "
             f"{long['over_budget_requests']} over the budget; call time p50 {long['first_calls_ms_p50']} ms over the "
             f"first {long['window']} calls, {long['last_calls_ms_p50']} ms (p99 {long['last_calls_ms_p99']}) over "
-            f"the last; p50 per thousand calls: {by_thousand} ms.{growth}\n")
+            f"the last; p50 per thousand calls: {by_thousand} ms.{growth}{payload_line(long)}\n")
+
+
+def payload_line(long: dict[str, Any]) -> str:
+    if "largest_event_bytes" not in long:
+        return ""
+    return (f" Its {long['runs']} workflow runs' largest history event: {long['largest_event_bytes'] / 1024:,.0f} KB "
+            f"({long['largest_event']}; Temporal warns at 512 KB and refuses 2 MB).")
 
 
 if __name__ == "__main__":
