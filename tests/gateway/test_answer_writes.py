@@ -114,3 +114,25 @@ def test_the_next_call_arriving_during_the_write_stores_nothing_twice(server: La
         assert [(i["kind"], i["text"]) for i in items] == [
             ("assistant" if m["role"] == "assistant" else m["role"], m["content"]) for m in messages]
         assert _usage_calls(server.base_url, sid) == 4
+
+
+def test_a_session_ended_before_its_answer_was_stored_continues_in_a_new_one(server: LanesServer,
+                                                                             upstream: ScriptedUpstream):
+    """The answer's write was lost and the session was terminated before the next call: that
+    call continues the whole conversation in a new session (the agent's copy of the answer in
+    it), instead of failing on the answer it cannot store in the ended one."""
+    name = model()
+    upstream.script(name, Scripted(text="before the end"), Scripted(text="after the end"))
+    server.app.state.answer_writes = LostWrites()
+    base = server.base_url
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"ending {uuid.uuid4().hex}"}]
+    first = _chat(base, name, messages)
+    ended = first.headers["x-lanes-session"]
+    cancelled = httpx.post(f"{base}/v1/sessions/{ended}/cancel", json={"action": "terminate"}, headers=HEADERS,
+                           timeout=30)
+    assert cancelled.status_code == 200, cancelled.text
+    messages += [{"role": "assistant", "content": "before the end"}, {"role": "user", "content": "still there?"}]
+    later = _chat(base, name, messages)
+    assert later.headers["x-lanes-session"] != ended
+    assert later.json()["choices"][0]["message"]["content"] == "after the end"
+    assert [i["text"] for i in stored(base, later.headers["x-lanes-session"])][:3] == [m["content"] for m in messages]

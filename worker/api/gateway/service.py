@@ -123,7 +123,12 @@ class Gateway:
                 raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
         rows = {r.position: r for r in [*stored, *claims]}
         for row in [r for r in rows.values() if r.answered and not r.stored]:  # answers still being stored
-            rows[row.position] = await self._answer_stored(table, sid, row)
+            try:
+                rows[row.position] = await self._answer_stored(table, sid, row)
+            except ApiError as error:
+                if error.code not in ENDED:
+                    raise
+                break  # the session takes no more: the step moves the whole conversation to a new one
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         try:
             prepared = await self._step(sid, conversation.turns[first:], chains)
