@@ -39,6 +39,9 @@ test-tools:
 	@[ -x .tools/aider/bin/aider ] || { $(PYTHON) -m venv .tools/aider \
 	  && .tools/aider/bin/pip install --quiet 'aider-chat>=0.86,<0.87' >/dev/null 2>&1; } \
 	  || echo "not installed: aider-chat (tests/gateway/test_aider.py will be skipped)"
+	@[ -x .tools/litellm/bin/litellm ] || { $(PYTHON) -m venv .tools/litellm \
+	  && .tools/litellm/bin/pip install --quiet 'litellm[proxy]>=1.81,<1.82' >/dev/null 2>&1; } \
+	  || echo "not installed: litellm[proxy] (tests/gateway/test_litellm_proxy.py will be skipped)"
 	@missing=""; for pair in chromium:chromium shellcheck:shellcheck bwrap:bubblewrap; do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	[ -z "$$missing" ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \

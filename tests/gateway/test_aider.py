@@ -79,7 +79,6 @@ def test_aider_edits_a_file_through_the_gateway(gateway: str, upstream: Scripted
     assert any(m["role"] == "assistant" and 'print("helo")' in m["content"] for m in second)
     sessions = httpx.get(f"{gateway}/v1/sessions", params={"limit": 50},
                          headers={"Authorization": f"Bearer {TOKEN}"}).json()["sessions"]
-    print("DEBUG", len(sessions), [(s["session_id"], s["config"].get("model")) for s in sessions])
     held = [stored(gateway, s["session_id"]) for s in sessions if s["config"].get("model") == name]
     # the reordered conversation diverges from the first call's after aider's examples: it goes
     # on as a branch (a session of its own holding it whole); nothing stored is rewritten
