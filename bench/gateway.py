@@ -462,7 +462,7 @@ async def largest_payloads(stack: Stack, session_id: str) -> dict[str, Any]:
         runs += 1
         async for event in client.get_workflow_handle(session_id, run_id=run.run_id).fetch_history_events():
             if event.ByteSize() > largest:
-                largest, kind = event.ByteSize(), event.WhichOneof("attributes").removesuffix("_event_attributes")
+                largest, kind = event.ByteSize(), (event.WhichOneof("attributes") or "").removesuffix("_event_attributes")
     return {"runs": runs, "largest_event_bytes": largest, "largest_event": kind}
 
 

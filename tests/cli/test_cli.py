@@ -73,6 +73,7 @@ def test_session_new_list_show_cancel(env):
 
     listed = lanes(env, "session", "list")
     assert listed.returncode == 0 and sid in listed.stdout and quiet.stdout.strip() in listed.stdout
+    assert "turns" in listed.stdout and "first task" in listed.stdout  # what each session is
     assert sid in [s["session_id"] for s in json.loads(lanes(env, "session", "list", "--json").stdout)["sessions"]]
 
     shown = lanes(env, "session", "show", sid)

@@ -100,7 +100,7 @@ def test_litellm_proxy_forwards_an_agent_through_the_gateway(proxy: tuple[str, s
             message = client.chat.completions.create(model="lanes-agent", messages=messages, tools=TOOLS
                                                      ).choices[0].message
             return message.content or "", list(message.tool_calls or [])
-        text, calls = "", {}
+        text, calls = "", dict[int, dict[str, str]]()
         for chunk in client.chat.completions.create(model="lanes-agent", messages=messages, tools=TOOLS,
                                                     stream=True):
             for choice in chunk.choices:

@@ -325,3 +325,35 @@ async def test_usage_and_condensations_are_shown_from_what_the_session_reported(
     finally:
         await page.close()
         await client_a.cancel_session(sid)
+
+
+async def test_the_session_list_says_what_each_session_is_and_events_read_as_sentences(browser, api_stack, client_a,
+                                                                                       delegated):
+    """Each listed session shows its first task, mode, model, turns and last activity; every
+    event row reads as a sentence with its figures (no ``key=value`` dumps)."""
+    sid = delegated
+    status = await client_a.status(sid)
+    listed = next(s for s in (await client_a.list_sessions(limit=100)).sessions if s.session_id == sid)
+    assert listed.first_task == "Find why auth rejects valid tokens."
+    assert listed.turns == READS + 2 == status.turns and listed.last_activity is not None
+    events = await _events(client_a, sid)
+    page, errors = await _open(browser, api_stack, sid)
+    try:
+        entry = await page.text_content(f'#sessions li[data-session-id="{sid}"]')
+        assert "Find why auth rejects valid tokens." in entry
+        assert f"hosted · replay · {READS + 2} turns · active " in entry
+        await _settle_events(page, len(events))
+        rows = await page.eval_on_selector_all("#events li", "ls => ls.map(l => [l.dataset.kind, l.textContent])")
+        assert rows and not [text for _, text in rows if "=" in text]
+        request = next(e.payload for e in events if e.kind == "context.request" and _lane(e) == "main")
+        texts = [text for kind, text in rows if kind == "context.request"]
+        assert any(f"Request of {request['request_tokens']:,} of {request['budget']:,} tokens planned" in t
+                   for t in texts)
+        compacted = [text for kind, text in rows if kind == "context.compaction.fallback"]
+        assert compacted and all("tokens," in t and "archived" in t for t in compacted)
+        assert any("Task task-0000 completed after" in text for kind, text in rows if kind == "task.completed")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(ARTIFACTS / "sessions-and-events.png"), full_page=True)
+        assert not errors, errors
+    finally:
+        await page.close()

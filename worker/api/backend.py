@@ -51,6 +51,7 @@ QUERY_TIMEOUT = 10.0  # a query on a session whose worker is down would wait a l
 UPDATE_TIMEOUT = 60.0  # prepare_request may run a compaction (a few activities)
 CHECK_TIMEOUT = 3.0
 ATTEMPT_TIMEOUT = 20.0  # one wait for an update's outcome; then it is asked again under its id
+FIRST_TASK_CHARS = 200  # of a session's first task, in a list of sessions
 # RPC failures after which an update may or may not have been taken: asked again, same id.
 _UNSETTLED_STATUS = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED,
                      RPCStatusCode.UNKNOWN, RPCStatusCode.INTERNAL, RPCStatusCode.ABORTED)
@@ -66,6 +67,13 @@ class SessionRow:
     @property
     def mode(self) -> str:
         return str(self.config.get("mode") or "hosted")
+
+
+@dataclass(frozen=True)
+class SessionActivity:
+    first_task: str | None
+    turns: int
+    last_activity: datetime | None
 
 
 class Backend:
@@ -187,6 +195,25 @@ class Backend:
                 for r in rows[:limit]]
         next_cursor = encode_cursor(page[-1]) if len(rows) > limit else None
         return page, next_cursor
+
+    async def session_activity(self, session_ids: list[str]) -> dict[str, SessionActivity]:
+        """What a list of sessions shows of each: its first task's text, its model turns (the
+        main lane's assistant items) and when it last stored an item or an event."""
+        if not session_ids:
+            return {}
+        rows = await self.sql(lambda c: c.fetch(
+            """SELECT s.session_id,
+                 (SELECT left(i.content -> 'content' ->> 'text', $2) FROM items i
+                   WHERE i.session_id = s.session_id AND i.lane = 'main' AND i.kind = 'user'
+                   ORDER BY i.seq LIMIT 1) AS first_task,
+                 (SELECT count(*) FROM items i
+                   WHERE i.session_id = s.session_id AND i.lane = 'main' AND i.kind = 'assistant') AS turns,
+                 GREATEST((SELECT i.created_at FROM items i WHERE i.session_id = s.session_id AND i.lane = 'main'
+                            ORDER BY i.seq DESC LIMIT 1),
+                          (SELECT e.created_at FROM events e WHERE e.session_id = s.session_id
+                            ORDER BY e.id DESC LIMIT 1)) AS last_activity
+               FROM unnest($1::text[]) AS s(session_id)""", session_ids, FIRST_TASK_CHARS))
+        return {r["session_id"]: SessionActivity(r["first_task"], r["turns"], r["last_activity"]) for r in rows}
 
     # --- Temporal -----------------------------------------------------------------------
 

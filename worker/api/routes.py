@@ -156,9 +156,10 @@ async def list_sessions(tenant: Tenant, be: Be,
                         limit: Annotated[int, Query(ge=1, le=500)] = 50,
                         cursor: Annotated[str | None, Query(min_length=1, max_length=500)] = None) -> SessionList:
     rows, next_cursor = await be.list_sessions(tenant, limit, cursor)
+    activity = await be.session_activity([r.session_id for r in rows])
     return SessionList(
-        sessions=[SessionSummary(session_id=r.session_id, mode=r.mode, created_at=r.created_at, config=r.config)
-                  for r in rows],
+        sessions=[SessionSummary(session_id=r.session_id, mode=r.mode, created_at=r.created_at, config=r.config,
+                                 **vars(activity[r.session_id])) for r in rows],
         next_cursor=next_cursor,
     )
 

@@ -164,10 +164,14 @@ def list_(limit: Annotated[int, typer.Option(min=1)] = 50, as_json: JsonOption =
         if as_json:
             print_json(listing)
             return 0
-        table = Table("session", "mode", "model", "budget", "created", box=None, pad_edge=False)
+        table = Table("session", "mode", "model", "budget", "turns", "last active", "first task", box=None,
+                      pad_edge=False)
         for s in listing.sessions:
+            active = s.last_activity or s.created_at
+            task = " ".join((s.first_task or "").split())
             table.add_row(s.session_id, s.mode, str(s.config.get("model", "")),
-                          str(s.config.get("budget_tokens") or "window"), s.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+                          str(s.config.get("budget_tokens") or "window"), str(s.turns),
+                          active.strftime("%Y-%m-%d %H:%M:%S"), task[:47] + "…" if len(task) > 48 else task)
         console().print(table if listing.sessions else "no sessions")
         return 0
 

@@ -133,6 +133,9 @@ class SessionSummary(BaseModel):
     mode: str
     created_at: datetime
     config: dict[str, Any]
+    first_task: str | None = None  # the first task's text (its first 200 characters)
+    turns: int = 0  # model turns of the main lane (its assistant items)
+    last_activity: datetime | None = None  # when it last stored an item or an event
 
 
 class SessionList(BaseModel):

@@ -43,9 +43,12 @@ async function loadSessions(append = false) {
   const list = $("#sessions");
   if (!append) list.replaceChildren();
   for (const s of page.sessions) {
+    const turns = `${fmt(s.turns)} ${s.turns === 1 ? "turn" : "turns"}`;
     const item = el("li", { "data-session-id": s.session_id, title: s.session_id },
-      el("span", { class: "sid" }, s.session_id),
-      el("span", { class: "meta" }, `${s.mode} · ${s.config.model || ""} · ${new Date(s.created_at).toLocaleString()}`));
+      el("span", { class: "task" }, s.first_task ? clip(s.first_task, 90) : "(no task yet)"),
+      el("span", { class: "meta" }, [s.mode, s.config.model || "", turns, `active ${ago(s.last_activity || s.created_at)}`]
+        .filter(Boolean).join(" · ")),
+      el("span", { class: "sid" }, s.session_id));
     item.addEventListener("click", () => { window.location.hash = `session=${encodeURIComponent(s.session_id)}`; });
     if (s.session_id === state.sessionId) item.classList.add("selected");
     list.append(item);
@@ -57,6 +60,20 @@ async function loadSessions(append = false) {
 function selectedFromHash() {
   const match = /session=([^&]+)/.exec(window.location.hash);
   return match ? decodeURIComponent(match[1]) : null;
+}
+
+function clip(text, chars) {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > chars ? `${line.slice(0, chars - 1)}…` : line;
+}
+
+// "just now", "5 min ago", "3 h ago", else the date: when a session last stored something.
+function ago(when) {
+  const seconds = (Date.now() - new Date(when).getTime()) / 1000;
+  if (seconds < 60) return "just now";
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  return new Date(when).toLocaleDateString();
 }
 
 // --- one session ----------------------------------------------------------------------------

@@ -18,16 +18,60 @@ export function initEvents({ changed, showItem }) {
   });
 }
 
+const plural = (n, word) => `${fmt(n)} ${word}${n === 1 ? "" : "s"}`;
+const turnOf = (p) => (p.turn !== null && p.turn !== undefined ? `, turn ${p.turn + 1}` : "");
+const taskOf = (p) => (p.task_id ? ` (${p.task_id}${turnOf(p)})` : "");
+
+// Each kind of event as a sentence with its key figures; a kind without one lists its fields.
+const SENTENCES = {
+  "item.added": (p) => `Stored ${p.kind} ${p.item_id}: ${plural(p.tokens, "token")}.`,
+  "item.archived": (p) => `Archived ${p.item_id} out of the working set (${p.reason || "no reason given"}).`,
+  "context.request": (p) => `Request of ${fmt(p.request_tokens)} of ${fmt(p.budget)} tokens planned${taskOf(p)}; ` +
+    `working set ${fmt(p.working_set_tokens)} tokens` + (p.ladder && p.ladder !== "full" ? `, on the ${p.ladder} rung.` : "."),
+  "context.request.unfit": (p) => `The request did not fit: ${fmt(p.request_tokens)} tokens over a budget of ${fmt(p.budget)}.`,
+  "context.assembly": (p) => `Task assembly: ${fmt(p.tokens_before)} → ${fmt(p.tokens_after)} tokens.`,
+  "context.budget.notice": (p) => `Told the model of its budget (${fmt(p.budget)} tokens; notice ${p.streak} of the session).`,
+  "context.recovery.completed": (p) => {
+    const repairs = Object.entries(p).filter(([, v]) => typeof v === "number" && v > 0);
+    return repairs.length ? `Recovered: ${repairs.map(([k, v]) => `${k.replaceAll("_", " ")} ${v}`).join(", ")}.`
+      : "Recovery checked the session: nothing to repair.";
+  },
+  "context.condensation.started": (p) => `Condensing ${plural(p.items, "item")} (${fmt(p.source_tokens)} tokens) with the LLM.`,
+  "context.condensation.succeeded": (p) => `The LLM condensed the history` +
+    (p.input_tokens ? ` (${fmt(p.input_tokens)} tokens in, ${fmt(p.output_tokens)} out, ${plural(p.attempts, "attempt")})` : "") + ".",
+  "context.condensation.discarded": (p) => `The LLM's condensation was discarded: ${(p.errors || []).join("; ") || "invalid"}.`,
+  "context.condensation.skipped": (p) => `No LLM condensation: ${p.reason}.`,
+  "context.overflow.planned": (p) => `The request is over the budget: trying the ${p.next} rung.`,
+  "task.started": (p) => `Task ${p.task_id} started.`,
+  "task.queued": (p) => `Task ${p.task_id} queued behind the running one.`,
+  "task.completed": (p) => `Task ${p.task_id} completed after ${plural(p.turns, "turn")}.`,
+  "task.failed": (p) => `Task ${p.task_id} failed after ${plural(p.turns, "turn")}: ${p.error || p.error_type || "no cause given"}.`,
+  "model.usage": (p) => `${p.model} read ${fmt(p.prompt)} tokens (${fmt(p.cached)} cached) and wrote ${fmt(p.completion)}` +
+    (p.kind && p.kind !== "agent" ? ` (${p.kind})` : "") + ".",
+  "episode.begun": (p) => `Episode ${p.episode_id} (${p.kind}) began: ${p.goal}`,
+  "episode.ended": (p) => `Episode ${p.episode_id} ended` + (p.conclusion ? `: ${p.conclusion}` : "."),
+  "episode.abandoned": (p) => `Episode ${p.episode_id} abandoned (${p.reason}).`,
+  "lane.spawned": (p) => `Subagent lane ${p.lane} started, sharing ${plural(p.shared_prefix_entries, "item")} ` +
+    `(${fmt(p.shared_prefix_tokens)} tokens) of this lane's prefix.`,
+  "note.pinned": (p) => `Pinned note ${p.item_id || ""}`.trim() + ".",
+  "capability.admitted": (p) => `Capability ${p.name || p.item_id || ""} admitted`.trim() + (p.tokens ? ` (${fmt(p.tokens)} tokens).` : "."),
+};
+
 export function summary(event) {
   const p = event.payload || {};
-  if (event.kind === "item.added") return `${p.item_id} ${p.kind} · ${fmt(p.tokens)} tokens`;
-  if (event.kind === "item.archived") return `${p.item_id} · ${p.reason || ""}`;
-  if (event.kind === "context.request") {
-    return `working set ${fmt(p.working_set_tokens)} · request ${fmt(p.request_tokens)} of ${fmt(p.budget)} tokens` +
-      (p.task_id ? ` · ${p.task_id}` : "") + (p.turn !== null && p.turn !== undefined ? ` turn ${p.turn + 1}` : "");
+  const sentence = SENTENCES[event.kind];
+  if (sentence) {
+    try {
+      return sentence(p);
+    } catch {
+      // a payload of another shape (an older run's): its fields below
+    }
   }
-  if ("tokens_before" in p) return `${fmt(p.tokens_before)} → ${fmt(p.tokens_after)} tokens · ${p.archived || 0} archived`;
-  return Object.entries(p).filter(([, v]) => typeof v !== "object").map(([k, v]) => `${k}=${v}`).join(" ").slice(0, 160);
+  if (event.kind.startsWith("context.compaction.")) {
+    return `Compaction (${event.kind.slice(19)}): ${fmt(p.tokens_before)} → ${fmt(p.tokens_after)} tokens, ` +
+      `${plural(p.archived || 0, "item")} archived` + (p.applied === false ? " (not applied)." : ".");
+  }
+  return Object.entries(p).filter(([, v]) => typeof v !== "object").map(([k, v]) => `${k} ${v}`).join(", ");
 }
 
 export function addEvent(event) {
