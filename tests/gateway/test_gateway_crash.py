@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import httpx
 
@@ -32,15 +33,17 @@ def start_api(settings: Settings, upstream: ScriptedUpstream, port: int) -> subp
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
-def ready(base: str, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
+def ready(base: str, proc: subprocess.Popen, path: str = "/readyz", seconds: float = 60,
+          why: Callable[[], str] = lambda: "the API did not become ready") -> None:
+    """Wait until ``proc`` answers ``path`` with 200 (it must not exit meanwhile)."""
+    deadline = time.monotonic() + seconds
     while True:
         try:
-            if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
+            if httpx.get(f"{base}{path}", timeout=5).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
-        assert proc.poll() is None and time.monotonic() < deadline, "the API did not become ready"
+        assert proc.poll() is None and time.monotonic() < deadline, why()
         time.sleep(0.2)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from activities.tokens import count_message_tokens
 from tests.gateway.conftest import TOKEN
 from tests.gateway.test_gateway import TOOLS, stored
+from tests.gateway.test_gateway_crash import ready
 from tests.gateway.upstream import Scripted, ScriptedUpstream
 from worker.local.stack import free_port
 
@@ -65,15 +65,7 @@ general_settings:
                                 env=env, stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base}/health/liveliness", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+        ready(base, proc, "/health/liveliness", 120, lambda: log.read_text()[-3000:])
         yield base, name
     finally:
         proc.terminate()
