@@ -168,3 +168,13 @@ def test_the_demo_summary_says_what_each_figure_means():
     assert "3,412" in text and "the session's budget less the tool definitions" in text
     assert "then one that ends the replay" in text  # why steps is recorded_steps + 1
     assert "compacted 4 times to stay inside 3,412 tokens" in text
+
+
+def test_the_dev_banner_never_breaks_a_url_it_prints():
+    from worker.local.dev import banner_console
+
+    url = "http://127.0.0.1:8000/ui?token=" + "t" * 64 + "#session=ses-0123456789ab"
+    console = banner_console(as_json=False, width=40)
+    with console.capture() as captured:
+        console.print(f"  inspector  {url}")
+    assert url in captured.get().splitlines()[0]

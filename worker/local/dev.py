@@ -42,12 +42,18 @@ class ReplayStarted:
     trajectory: str
 
 
+def banner_console(as_json: bool, width: int | None = None) -> Console:
+    """Where the banner goes: lines are never broken, so the URLs and the commands it prints
+    copy whole from any terminal (the terminal wraps them on screen only)."""
+    return Console(stderr=as_json, highlight=False, soft_wrap=True, width=width)
+
+
 def run(options: DevOptions) -> int:
     from worker.local import replay_session as rs
 
     settings = get_settings()
     data_dir = (options.data_dir or settings.data_dir).resolve()
-    out = Console(stderr=options.as_json, highlight=False)
+    out = banner_console(options.as_json)
     host = settings.api_host
     # Everything that can be refused is checked before anything starts.
     tracing.check(settings)
