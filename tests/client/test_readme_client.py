@@ -97,3 +97,23 @@ def test_the_readmes_mini_swe_agent_example_runs_as_written(api_stack, tmp_path:
                       timeout=30).json()["items"]
     texts = json.dumps(items)
     assert "Fix the failing test" in texts and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in texts
+
+
+def test_the_readmes_pydantic_ai_example_runs_as_written(api_stack, tmp_path: Path):
+    pytest.importorskip("pydantic_ai")
+    from tests.gateway.upstream import Scripted, ScriptedUpstream
+
+    model = ScriptedUpstream()  # "openai:gpt-4.1" is pydantic-ai's Responses model: scripted
+    try:
+        model.script("gpt-4.1", Scripted(text="the README's pydantic-ai agent answered"))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LANES_", "OPENAI_"))}
+        env.update(LANES_API_URL=api_stack.base_url, LANES_API_TOKEN=api_stack.token_a,
+                   OPENAI_BASE_URL=f"{model.root}/v1", OPENAI_API_KEY="sk-test")
+        done = subprocess.run([sys.executable, "-c", example("### pydantic-ai")], env=env, capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip() == "the README's pydantic-ai agent answered"
+        sent = json.dumps(model.of("gpt-4.1"))
+        assert sent.count("You fix bugs.") == 1 and "Fix the failing test" in sent  # the instructions once
+    finally:
+        model.stop()

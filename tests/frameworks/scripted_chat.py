@@ -23,7 +23,7 @@ def bash_call(call_id: str, command: str) -> dict[str, Any]:
 
 
 class ScriptedChat:
-    def __init__(self, script: list[dict[str, Any]]) -> None:
+    def __init__(self, script: list[Any]) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, Any]] = []
@@ -39,6 +39,8 @@ class ScriptedChat:
             if n >= len(self.script):
                 raise HTTPException(400, f"the script has {len(self.script)} answers; this is call {n + 1}")
             message = self.script[n]
+            if callable(message):  # an answer made from the request (e.g. an address it shows)
+                message = message(body)
             prompt = len(json.dumps(body.get("messages", []))) // 4 + 1
             usage = {"prompt_tokens": prompt, "completion_tokens": len(json.dumps(message)) // 4 + 1,
                      "prompt_tokens_details": {"cached_tokens": prompt // 4}}

@@ -20,6 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Path, Query
 from pydantic import ValidationError
 
+from activities.recall import HEADER_CHARS as RECALL_HEADER_CHARS
 from activities.requests import materialise
 from activities.store_errors import StoreError
 from activities.store_rows import EventRow
@@ -256,6 +257,7 @@ async def request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestF
         stable_prefix_messages=stable, stable_prefix_tokens=sum(request.message_tokens[:stable]),
         entries=[PlanEntryOut(item_id=item_id, projection=projection.value)
                  for item_id, projection in prepared.entries],
+        recall_chars=max(1, prepared.preview_chars - RECALL_HEADER_CHARS),
     )
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from lanes_client.schemas import ObservationOut
 
-__all__ = ["recall_text"]
+__all__ = ["recall_limit", "recall_text"]
+
+
+def recall_limit(asked: int | None, recall_chars: int | None) -> int | None:
+    """How much one recall reads: what was asked, at most what enters the next request whole
+    (``PreparedRequestOut.recall_chars``; None: not known yet, the server's default read)."""
+    if recall_chars is None:
+        return asked
+    return min(asked, recall_chars) if asked is not None and asked > 0 else recall_chars
 
 
 def recall_text(piece: ObservationOut) -> str:

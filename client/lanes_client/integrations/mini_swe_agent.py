@@ -43,7 +43,7 @@ from minisweagent.utils.serialize import recursive_merge
 
 from lanes_client.client import LanesClient
 from lanes_client.errors import LanesAPIError
-from lanes_client.integrations import recall_text
+from lanes_client.integrations import recall_limit, recall_text
 from lanes_client.schemas import ItemIn, PreparedRequestOut, ToolCallIn, UsageIn
 
 __all__ = ["ITEM_ID_PREFIX", "LanesModel", "message_item", "recall_commands", "reported_usage"]
@@ -228,7 +228,8 @@ class LanesModel:
         """One recall, as mini-swe-agent's environment reports a command's output."""
         assert self.session_id is not None
         try:
-            piece = self.client.read_observation(self.session_id, address, offset=offset, limit=limit)
+            cap = self.last_request.recall_chars if self.last_request is not None else None
+            piece = self.client.read_observation(self.session_id, address, offset=offset, limit=recall_limit(limit, cap))
         except (ValueError, LanesAPIError) as error:
             return {"output": f"recall_observation failed: {error}", "returncode": 1, "exception_info": ""}
         return {"output": recall_text(piece), "returncode": 0, "exception_info": ""}

@@ -40,7 +40,7 @@ from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 from lanes_client.client import AsyncLanesClient
 from lanes_client.errors import LanesAPIError
-from lanes_client.integrations import recall_text
+from lanes_client.integrations import recall_limit, recall_text
 from lanes_client.schemas import session_budget
 
 PAGE = 500
@@ -86,7 +86,7 @@ def _recall_tool(session: LanesSession) -> FunctionTool:
         """
         try:
             piece = await session.client.read_observation(session.lanes_session_id, address, offset=offset,
-                                                          limit=limit)
+                                                          limit=recall_limit(limit, session.recall_chars))
         except (ValueError, LanesAPIError) as error:
             return f"{RECALL_TOOL} failed: {error}"
         return recall_text(piece)
@@ -110,6 +110,7 @@ class LanesSession:
         self.session_id = session_id  # the name the SDK knows; stays when pop/clear move on
         self.lanes_session_id = session_id
         self._config = config
+        self.recall_chars: int | None = None  # of the last request: what one recall may read (recall_limit)
         self._added = 0  # items added through this object: part of each append's idempotency key
         # The SDK items the session holds, when known (a new session, or after get_items): the
         # input filter stores what a call's input holds beyond them. A streamed run saves its
@@ -226,6 +227,7 @@ class LanesSession:
             await self._append(unsaved)
             self._ahead.extend(unsaved)
         request = await self.client.next_request(self.lanes_session_id, format="responses")
+        self.recall_chars = request.recall_chars
         return ModelInputData(input=list(request.input), instructions=data.model_data.instructions)  # type: ignore[arg-type]
 
     def run_config(self, **options: Any) -> RunConfig:

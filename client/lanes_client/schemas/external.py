@@ -214,6 +214,9 @@ class PreparedRequestOut(BaseModel):
     stable_prefix_messages: int  # leading chat messages byte-identical until the next compaction
     stable_prefix_tokens: int
     entries: list[PlanEntryOut]
+    # What one recall may read so that its answer enters the next request whole (a longer one
+    # enters as head and tail, like any long tool output): integrations cap their reads to it.
+    recall_chars: int | None = None
 
 
 class StepOut(BaseModel):
