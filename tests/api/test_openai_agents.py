@@ -249,3 +249,29 @@ async def test_a_compacted_run_reads_archived_output_back_with_the_recall_tool(c
     assert header.startswith("[observation://obs-") and "more from offset=300" in header
     outputs = [i["output"] for i in await session.get_items() if i.get("type") == "function_call_output"]
     assert outputs[-1] == answer  # the recall's result is in the session's history like any tool output
+
+
+@pytest.mark.parametrize("mode", ["run", "run_streamed"])
+async def test_a_responses_model_gets_each_runs_new_input_in_both_runner_modes(client_a, mode):
+    """The SDK's default model (the Responses API) in ``Runner.run`` and ``Runner.run_streamed``:
+    each run's first call carries that run's own input, and the earlier run's answer."""
+    from agents import OpenAIResponsesModel
+
+    from tests.gateway.upstream import Scripted, ScriptedUpstream
+
+    upstream = ScriptedUpstream()
+    try:
+        upstream.script("gpt-4.1", Scripted(text="first answer"), Scripted(text="second answer"))
+        model = OpenAIResponsesModel(model="gpt-4.1", openai_client=AsyncOpenAI(base_url=f"{upstream.root}/v1",
+                                                                                 api_key="test"))
+        agent = Agent(name="helper", instructions="You are terse.", model=model)
+        session = await LanesSession.create(client_a, agent=agent, budget_tokens=BUDGET)
+        assert await run_agent(mode, agent, "first question", session) == "first answer"
+        assert await run_agent(mode, agent, "second question", session) == "second answer"
+        first, second = (json.dumps(body["input"]) for body in upstream.of("gpt-4.1"))
+        assert "first question" in first and "second question" not in first
+        assert "second question" in second and "first answer" in second
+        history = await session.get_items()
+        assert [i["content"] for i in history if i.get("role") == "user"] == ["first question", "second question"]
+    finally:
+        upstream.stop()
