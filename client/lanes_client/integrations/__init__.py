@@ -3,9 +3,17 @@ framework installed (an extra of ``context-lanes-client``, e.g. ``[mini-swe-agen
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from lanes_client.errors import LanesAPIError
 from lanes_client.schemas import ObservationOut
 
-__all__ = ["recall_limit", "recall_text"]
+if TYPE_CHECKING:
+    from lanes_client.client import AsyncLanesClient
+
+__all__ = ["RECALL_TOOL", "read_recall", "recall_limit", "recall_text"]
+
+RECALL_TOOL = "recall_observation"  # the name the session's placeholders tell the model to call
 
 
 def recall_limit(asked: int | None, recall_chars: int | None) -> int | None:
@@ -21,3 +29,14 @@ def recall_text(piece: ObservationOut) -> str:
     end = piece.offset + len(piece.text)
     more = "the end" if piece.eof else f"more from offset={piece.next_offset}"
     return f"[{piece.address}: characters {piece.offset}-{end} of {piece.total_chars}; {more}]\n{piece.text}"
+
+
+async def read_recall(client: AsyncLanesClient, session_id: str, address: str, offset: int | None,
+                      limit: int | None, recall_chars: int | None) -> str:
+    """An async integration's recall tool: ``recall_text`` of the range read (``recall_limit``),
+    or why it failed, as the model reads it."""
+    try:
+        piece = await client.read_observation(session_id, address, offset=offset, limit=recall_limit(limit, recall_chars))
+    except (ValueError, LanesAPIError) as error:
+        return f"{RECALL_TOOL} failed: {error}"
+    return recall_text(piece)

@@ -39,13 +39,11 @@ from agents.memory.session_settings import SessionSettings
 from agents.run_config import CallModelData, ModelInputData, RunConfig
 
 from lanes_client.client import AsyncLanesClient
-from lanes_client.errors import LanesAPIError
-from lanes_client.integrations import recall_limit, recall_text
+from lanes_client.integrations import RECALL_TOOL, read_recall
 from lanes_client.schemas import session_budget
 
 PAGE = 500
 BATCH = 100  # items one append takes (it makes at most as many session items)
-RECALL_TOOL = "recall_observation"  # the name the session's placeholders tell the model to call
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -84,12 +82,8 @@ def _recall_tool(session: LanesSession) -> FunctionTool:
             offset: the first character to read (default: the address's, else 0).
             limit: how many characters to read (default: the address's, else as many as one read returns).
         """
-        try:
-            piece = await session.client.read_observation(session.lanes_session_id, address, offset=offset,
-                                                          limit=recall_limit(limit, session.recall_chars))
-        except (ValueError, LanesAPIError) as error:
-            return f"{RECALL_TOOL} failed: {error}"
-        return recall_text(piece)
+        return await read_recall(session.client, session.lanes_session_id, address, offset, limit,
+                                 session.recall_chars)
 
     _OURS.add(id(recall_observation))
     weakref.finalize(recall_observation, _OURS.discard, id(recall_observation))

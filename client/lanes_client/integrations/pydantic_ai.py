@@ -47,14 +47,12 @@ from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.toolsets import FunctionToolset
 
 from lanes_client.client import AsyncLanesClient
-from lanes_client.errors import LanesAPIError
-from lanes_client.integrations import recall_limit, recall_text
+from lanes_client.integrations import RECALL_TOOL, read_recall
 from lanes_client.schemas import ItemIn, PreparedRequestOut, ToolCallIn, UsageIn
 
 __all__ = ["ITEM_ID_PREFIX", "LanesCapability", "request_messages", "response_item"]
 
 ITEM_ID_PREFIX = "pai-"
-RECALL_TOOL = "recall_observation"
 
 
 def _text(content: Any) -> str:
@@ -135,7 +133,6 @@ class LanesCapability(AbstractCapability[Any]):
         self.recall = recall
         self.session_settings = session
         self.stored = 0  # messages of the history stored in the session
-        self.steps = 0
         self.last_request: PreparedRequestOut | None = None
         self._usage: UsageIn | None = None
 
@@ -149,13 +146,8 @@ class LanesCapability(AbstractCapability[Any]):
             """Read archived output back exactly: the text stored at an observation:// address,
             from offset (at most one read's worth)."""
             assert self.session_id is not None
-            try:
-                cap = self.last_request.recall_chars if self.last_request is not None else None
-                piece = await self.client.read_observation(self.session_id, address, offset=offset,
-                                                           limit=recall_limit(limit, cap))
-            except (ValueError, LanesAPIError) as error:
-                return f"recall_observation failed: {error}"
-            return recall_text(piece)
+            cap = self.last_request.recall_chars if self.last_request is not None else None
+            return await read_recall(self.client, self.session_id, address, offset, limit, cap)
 
         return toolset
 
@@ -172,7 +164,7 @@ class LanesCapability(AbstractCapability[Any]):
                 tool_definitions=tools or None, recall="tool" if self.recall else None, **self.session_settings)
             self.session_id = created.session_id
         request = await self._store(request_context.messages)
-        self.steps, self.last_request = self.steps + 1, request
+        self.last_request = request
         # the instructions are the session's system prompt, inside the bounded request
         return replace(request_context, messages=request_messages(request),
                        model_request_parameters=replace(params, instruction_parts=None))

@@ -62,6 +62,3 @@ class AnswerWrites:
         tasks = list(self._tasks.values())
         if tasks:
             await asyncio.wait(tasks, timeout=seconds)
-
-    def __len__(self) -> int:
-        return len(self._tasks)
