@@ -186,6 +186,18 @@ async def activity_runs(handle: WorkflowHandle) -> list[ActivityRun]:
     return list(runs.values())
 
 
+async def settled_activity_runs(handle: WorkflowHandle, seconds: float = 30.0) -> list[ActivityRun]:
+    """``activity_runs`` once none is open (at most ``seconds``): a task reads as completed
+    before its ``task.completed`` event is written, so a history read at once may hold that
+    last activity still running."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        runs = await activity_runs(handle)
+        if all(r.outcome != "OPEN" for r in runs) or asyncio.get_running_loop().time() > deadline:
+            return runs
+        await asyncio.sleep(0.2)
+
+
 # --- what PostgreSQL stored -------------------------------------------------------------
 
 async def check_stored_once(store: Store, database_url: str, handle: WorkflowHandle,

@@ -14,10 +14,10 @@ import asyncio
 import time
 
 from tests.workers.support import (
-    activity_runs,
     check_stored_once,
     pending_activity,
     ready,
+    settled_activity_runs,
     start_replayed,
     wait_done,
 )
@@ -64,7 +64,7 @@ async def _sigterm_during_model_call(temporal_client, queue_settings, short_traj
     status = await done
     assert status.tasks[0].state == "completed", status.tasks[0].error
     assert status.tasks[0].turns == len(short_trajectory.turns) + 1  # every recorded turn + the last answer
-    runs = await activity_runs(handle)
+    runs = await settled_activity_runs(handle)
     assert all(r.outcome == "COMPLETED" for r in runs), [r for r in runs if r.outcome != "COMPLETED"]
     [call] = [r for r in runs if r.activity_id == held.activity_id]
     # a stopping worker takes no new work: everything after the held call ran on the other one

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from tests.workers.support import activity_runs, check_stored_once, ready, start_replayed, wait_done
+from tests.workers.support import activity_runs, check_stored_once, ready, settled_activity_runs, start_replayed, wait_done
 from worker import sessions
 
 SESSIONS = 6
@@ -77,7 +77,7 @@ async def test_two_workers_share_sessions_and_one_stops_midway(temporal_client, 
     after = await _identities(handles)
     assert after[victim.identity] == at_exit[victim.identity] >= seen[victim.identity] > 0
     assert after[survivor.identity] > at_exit[survivor.identity]
-    for runs in await asyncio.gather(*(activity_runs(h) for h in handles)):
+    for runs in await asyncio.gather(*(settled_activity_runs(h) for h in handles)):
         assert all(r.outcome == "COMPLETED" for r in runs), [r for r in runs if r.outcome != "COMPLETED"]
     for handle in handles:
         await check_stored_once(store, database_url, handle, short_trajectory)
