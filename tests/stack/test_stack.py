@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -70,6 +72,8 @@ async def test_temporal_starts_and_stops_cleanly(tmp_path: Path) -> None:
         assert (await client.service_client.check_health()) is True
         db = str((tmp_path / "temporal.db").resolve())
         assert processes_mentioning(db) == [handle.pid]
+        with contextlib.closing(sqlite3.connect(db)) as sql:  # history written ahead, synced at checkpoints
+            assert sql.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         # a second start on the same data dir reuses the running server
         again = start_temporal(tmp_path)
         assert again.address == handle.address and again.proc is None

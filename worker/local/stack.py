@@ -367,6 +367,14 @@ async def _temporal_ready(address: str, namespace: str) -> None:
                                                      timeout=timedelta(seconds=5))
 
 
+# Write-ahead logging, synced at checkpoints rather than on every commit: a killed server loses
+# nothing (the log is in the OS's hands), only a crash of the machine itself can lose the last
+# commits. The default rollback journal syncs on every history write: a gateway step (a workflow
+# update of three workflow tasks) took about 1.3x as long with it on this machine. A production
+# deployment runs its own Temporal cluster, which this does not touch.
+SQLITE_PRAGMAS = ("--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
+
+
 def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = "default",
                    timeout: float = 60.0, extra_args: Sequence[str] = ()) -> TemporalHandle:
     """``temporal server start-dev --headless`` with its state in ``data_dir/temporal.db``.
@@ -398,7 +406,7 @@ def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = 
             http, metrics = free_port(), free_port()
         argv = [temporal_binary(), "server", "start-dev", "--headless", "--db-filename", str(db),
                 "--ip", "127.0.0.1", "--port", str(chosen), "--http-port", str(http),
-                "--metrics-port", str(metrics), "--log-level", "warn", *extra_args]
+                "--metrics-port", str(metrics), "--log-level", "warn", *SQLITE_PRAGMAS, *extra_args]
         if namespace != "default":
             argv += ["--namespace", namespace]
         log_start = log_path.stat().st_size if log_path.exists() else 0
