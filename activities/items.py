@@ -62,6 +62,9 @@ def digest_of(content: ItemContent) -> str:
         line = f"{content.text.strip()} [{calls}]" if content.text.strip() else calls
     else:
         line = content.text.strip()
+    if content.images:  # what the summary says of a message its images went with
+        count = len(content.images)
+        line = f"{line} [{count} image{'s' if count > 1 else ''}]".strip()
     line = " ".join(line.split())
     return line if len(line) <= DIGEST_CHARS else line[: DIGEST_CHARS - 1] + "…"
 
@@ -278,11 +281,11 @@ async def _external_text(store: Store, session_id: str, ext: ExternalItem) -> st
         raise rejections.invalid_input(f"content_ref {ext.content_ref} is not stored for this session") from None
 
 
-EXTRA_FIELDS = ("reasoning_content", "responses_items")
+EXTRA_FIELDS = ("reasoning_content", "responses_items", "images")
 
 
 async def _external_extras(store: Store, session_id: str, ext: ExternalItem) -> dict:
-    """The verbatim extras (reasoning, Responses items) the API stored for an item, as content fields."""
+    """The verbatim extras (reasoning, Responses items, images) the API stored for an item, as content fields."""
     if ext.extra_ref is None:
         return {}
     try:

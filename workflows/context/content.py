@@ -27,9 +27,12 @@ class ItemContent(BaseModel):
     # Responses API items the item was appended as (its ``reasoning`` items among them).
     reasoning_content: str | None = None
     responses_items: list[dict[str, Any]] = Field(default_factory=list)
+    # Images of a user message or tool result (``activities/image_tokens.py`` has their stored
+    # shape and cost), sent only while the item is kept at full fidelity: a preview names them.
+    images: list[dict[str, Any]] = Field(default_factory=list)
 
     def stored_fields(self) -> dict[str, Any]:
         """What a row stores: the newer optional fields only when set, so rows of items
         without them keep the shape earlier versions wrote and read."""
-        unset = {name for name in ("reasoning_content", "responses_items") if not getattr(self, name)}
+        unset = {name for name in ("reasoning_content", "responses_items", "images") if not getattr(self, name)}
         return self.model_dump(mode="json", exclude=unset)

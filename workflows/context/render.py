@@ -19,7 +19,7 @@ from .observations import (  # noqa: F401  (parse_observation_uri: re-exported)
     parse_observation_uri,
 )
 from .pairing import ALL_CALLS, ORPHAN, PAIRED, Fact, Placement, lay_out
-from .render_item import _REFERENCE, _output_reference, item_message, projection_text
+from .render_item import _REFERENCE, _output_reference, item_message, projection_text, with_images
 
 Entries = Sequence[tuple[str, Projection]]  # (item id, projection): what a request is made of
 
@@ -95,8 +95,8 @@ def _facts(item: Item, content: ItemContent, with_reference: bool) -> Fact:
         reference = None
         if with_reference and item.observation_id:
             try:
-                reference = {"role": "tool", "tool_call_id": call_id, "content": _output_reference(
-                    item, content, observation_address(item.observation_id))}
+                reference = with_images({"role": "tool", "tool_call_id": call_id, "content": _output_reference(
+                    item, content, observation_address(item.observation_id))}, content, _REFERENCE)
             except ValueError:
                 pass  # rendered by projection_text when needed, which says what is wrong
         return role, call_id, reference
@@ -158,7 +158,7 @@ def render_entries(
                 text = _output_reference(item, content, observation_address(item.observation_id)) if (
                     projection is _REFERENCE and item.observation_id) else projection_text(
                     item, content, projection, preview_chars, recall)
-                message = {"role": "tool", "tool_call_id": fact[1], "content": text}
+                message = with_images({"role": "tool", "tool_call_id": fact[1], "content": text}, content, projection)
             else:
                 message = _message(items[item_id], contents[item_id], projection, placement, preview_chars, recall)
             if use_memo:

@@ -142,5 +142,22 @@ def item_message(
         return message
     if item.role == "tool":
         call_id = content.tool_call_id or (item.tool_call_ids[0] if item.tool_call_ids else None)
-        return {"role": "tool", "tool_call_id": call_id, "content": text}
-    return {"role": item.role, "content": text} if text else None
+        return with_images({"role": "tool", "tool_call_id": call_id, "content": text}, content, projection)
+    if not text and not content.images:
+        return None
+    return with_images({"role": item.role, "content": text}, content, projection)
+
+
+def with_images(message: dict, content: ItemContent, projection: Projection) -> dict:
+    """The message with its images beside the text while it is kept whole (``images``: each
+    request format places them, ``count_message_tokens`` charges them); a bounded projection
+    says what it leaves out (images are not recallable as text)."""
+    if not content.images:
+        return message
+    if projection == _FULL:
+        message["images"] = content.images
+    else:
+        count = len(content.images)
+        note = f"[{count} image{'s' if count > 1 else ''} not shown: sent only while this message is kept whole]"
+        message["content"] = f"{message['content']}\n{note}" if message["content"] else note
+    return message

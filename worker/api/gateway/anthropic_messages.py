@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.api.gateway.answer import Answer, Usage, count
-from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, joined_text
+from worker.api.gateway.conversation import (
+    Call,
+    Conversation,
+    GatewayInputError,
+    Turn,
+    joined_text,
+    stored_image,
+    text_and_images,
+)
 
 PROTOCOL = "anthropic-messages"
 OWN_FIELDS = {"messages", "system", "stream"}
@@ -103,22 +111,25 @@ def _turns(messages: list[Any], thinking: dict[str, list[dict[str, Any]]]) -> li
                 thinking.update({call.id: thoughts for call in calls})
             turns.append(Turn("assistant", "\n".join(texts), tool_calls=tuple(calls)))
             continue
-        texts = []
+        texts, images = [], []
         for i, block in enumerate(blocks):
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "tool_result":
                 call_id = block.get("tool_use_id")
-                text = joined_text(block.get("content"), f"{where}.content[{i}].content")
+                text, shown = text_and_images(block.get("content"), f"{where}.content[{i}].content")
                 if block.get("is_error"):
                     text = f"[error] {text}"
-                turns.append(Turn("tool_result", text, tool_call_id=call_id, tool_name=names.get(str(call_id))))
+                turns.append(Turn("tool_result", text, tool_call_id=call_id, tool_name=names.get(str(call_id)),
+                                  extras={"images": shown} if shown else None))
             elif kind == "text":
                 texts.append(str(block.get("text", "")))
+            elif kind == "image":
+                images.append(stored_image(block, f"{where}.content[{i}]"))
             else:
                 raise GatewayInputError(f"{where}.content[{i}]: a {kind!r} block cannot pass the gateway (text, "
-                                        "tool_use and tool_result only)")
-        if texts or not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
-            turns.append(Turn("user", "\n".join(texts)))
+                                        "image, tool_use and tool_result only)")
+        if texts or images or not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks):
+            turns.append(Turn("user", "\n".join(texts), extras={"images": images} if images else None))
     return turns
 
 

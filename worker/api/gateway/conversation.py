@@ -49,8 +49,14 @@ class Turn:
     # reasoning included); content, not identity: left out of the chain and of equality.
     extras: dict[str, Any] | None = field(default=None, compare=False)
 
+    @property
+    def images(self) -> list[dict[str, Any]]:
+        return list((self.extras or {}).get("images") or ())
+
     def canonical(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "text": self.text}
+        if self.images:  # an image is part of what was said: another image, another conversation
+            out["images"] = [hashlib.sha256(json.dumps(i, sort_keys=True).encode()).hexdigest() for i in self.images]
         if self.tool_calls:
             out["tool_calls"] = [[c.id, c.name, canonical_arguments(c.arguments)] for c in self.tool_calls]
         if self.tool_call_id is not None:
@@ -114,16 +120,65 @@ def canonical_arguments(arguments: str) -> Any:
 def joined_text(content: Any, where: str) -> str:
     """A message's text: a string, or the text parts of a list of content parts (an image or
     another part the gateway cannot store is refused, naming where)."""
+    return text_and_images(content, where, images=False)[0]
+
+
+def text_and_images(content: Any, where: str, images: bool = True) -> tuple[str, list[dict[str, Any]]]:
+    """A message's text parts joined, and its images as stored parts (``images``: accepted;
+    any other part is refused, naming where). Images are kept after the text: the session
+    stores one text per item, and the order of text and images within it is not kept."""
     if content is None:
-        return ""
+        return "", []
     if isinstance(content, str):
-        return content
+        return content, []
     if not isinstance(content, list):
         raise GatewayInputError(f"{where}: content must be a string or a list of parts")
-    texts = []
+    texts: list[str] = []
+    found: list[dict[str, Any]] = []
     for n, part in enumerate(content):
-        if not isinstance(part, dict) or part.get("type") not in ("text", "input_text", "output_text"):
-            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            raise GatewayInputError(f"{where}[{n}]: a {kind!r} part cannot pass the gateway (text only)")
-        texts.append(str(part.get("text", "")))
-    return "\n".join(texts)
+        kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+        if kind in ("text", "input_text", "output_text"):
+            texts.append(str(part.get("text", "")))
+        elif images and kind in ("image_url", "image"):
+            found.append(stored_image(part, f"{where}[{n}]"))
+        else:
+            allowed = "text and images" if images else "text only"
+            raise GatewayInputError(f"{where}[{n}]: a {kind!r} part cannot pass the gateway ({allowed})")
+    return "\n".join(texts), found
+
+
+def stored_image(part: dict[str, Any], where: str) -> dict[str, Any]:
+    """An image part as the session stores it: ``{"media_type", "data"}`` (inline, base64) or
+    ``{"url"}``, with ``detail`` when the client set one. Chat Completions sends
+    ``{"type": "image_url", "image_url": {"url": <https or data: URL>, "detail"}}``; Anthropic
+    ``{"type": "image", "source": {"type": "base64" | "url", ...}}``."""
+    if part.get("type") == "image_url":
+        spec = part.get("image_url")
+        url = spec.get("url") if isinstance(spec, dict) else spec
+        if not isinstance(url, str) or not url:
+            raise GatewayInputError(f"{where}.image_url.url: an image needs a URL (https: or data:)")
+        out = _from_url(url, where)
+        if isinstance(spec, dict) and spec.get("detail") in ("low", "high", "auto"):
+            out["detail"] = spec["detail"]
+        return out
+    source = part.get("source")
+    if not isinstance(source, dict):
+        raise GatewayInputError(f"{where}.source: an image needs a source")
+    if source.get("type") == "base64":
+        media, data = source.get("media_type"), source.get("data")
+        if not isinstance(media, str) or not media.startswith("image/") or not isinstance(data, str) or not data:
+            raise GatewayInputError(f"{where}.source: a base64 image needs media_type (image/...) and data")
+        return {"media_type": media, "data": data}
+    if source.get("type") == "url" and isinstance(source.get("url"), str) and source["url"]:
+        return {"url": source["url"]}
+    raise GatewayInputError(f"{where}.source.type: must be base64 or url")
+
+
+def _from_url(url: str, where: str) -> dict[str, Any]:
+    if not url.startswith("data:"):
+        return {"url": url}
+    header, sep, data = url[5:].partition(",")
+    media, _, encoding = header.partition(";")
+    if not sep or encoding != "base64" or not media.startswith("image/") or not data:
+        raise GatewayInputError(f"{where}: a data: URL image must be data:image/...;base64,<data>")
+    return {"media_type": media, "data": data}

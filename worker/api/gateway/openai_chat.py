@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.api.gateway.answer import Answer, Usage, count
-from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, joined_text
+from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, text_and_images
 
 PROTOCOL = "openai-chat"
 # Fields the gateway sets itself; every other field of the agent's request goes upstream as sent.
@@ -60,14 +60,14 @@ def _turns(messages: list[Any]) -> list[Turn]:
         if not isinstance(message, dict):
             raise GatewayInputError(f"{where}: must be an object")
         role = message.get("role")
-        text = joined_text(message.get("content"), f"{where}.content")
+        text, images = text_and_images(message.get("content"), f"{where}.content", images=role == "user")
         if role in ("system", "developer"):
             if turns and turns[-1].kind == "system" and len(turns) == 1:  # several at the start: one prompt
                 turns[-1] = Turn("system", turns[-1].text + "\n\n" + text)
             else:
                 turns.append(Turn("system", text))
         elif role == "user":
-            turns.append(Turn("user", text))
+            turns.append(Turn("user", text, extras={"images": images} if images else None))
         elif role == "assistant":
             calls = tuple(_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(message.get("tool_calls") or ()))
             names.update({c.id: c.name for c in calls})

@@ -13,7 +13,8 @@ user message that follows it, as the chat rendering already orders them).
 - An assistant answer is a text block and one ``tool_use`` block per call, its ``input``
   the parsed arguments (arguments that are not a JSON object are passed as
   ``{"arguments": <the raw string>}``, so nothing is lost).
-- A tool message is a ``tool_result`` block; an empty text block is never sent.
+- A tool message is a ``tool_result`` block; an empty text block is never sent. Images kept
+  with a message (full fidelity) are ``image`` blocks after its text, in a tool result too.
 - Reasoning is not sent: Anthropic's thinking blocks carry its own signatures, which no
   other provider's reasoning has.
 - When the first turn is the assistant's (history before it was compacted away), a user
@@ -40,6 +41,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .images import anthropic_image
+
 CACHE_CONTROL = {"type": "ephemeral"}
 FIRST_TURN_NOTE = "[The conversation before this point was compacted.]"
 
@@ -54,12 +57,16 @@ class AnthropicRequest:
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     role = message["role"]
     text = message.get("content")
+    images = [anthropic_image(image) for image in message.get("images") or ()]
     if role == "tool":
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
-        if text:
+        if images:
+            block["content"] = [*([{"type": "text", "text": str(text)}] if text else []), *images]
+        elif text:
             block["content"] = str(text)
         return [block]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": str(text)}] if text else []
+    blocks += images
     for call in message.get("tool_calls") or ():
         fn = call["function"]
         blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"], "input": tool_input(fn["arguments"])})

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from ..content import ItemContent
 from ..render import Rendered
 from .anthropic_request import anthropic_request, anthropic_tools
+from .images import chat_message
 from .responses_request import responses_input, responses_tools
 
 RequestFormat = Literal["chat", "responses", "anthropic"]
@@ -30,7 +31,7 @@ def format_request(fmt: RequestFormat, turns: list[Rendered], contents: dict[str
                    tools: list[dict[str, Any]], stable_prefix_messages: int) -> FormattedRequest:
     """``turns`` (the chat rendering, with the entry of each message) in format ``fmt``."""
     if fmt == "chat":
-        return FormattedRequest(format=fmt, tools=tools, messages=[t.message for t in turns])
+        return FormattedRequest(format=fmt, tools=tools, messages=[chat_message(t.message) for t in turns])
     if fmt == "responses":
         instructions, items = responses_input(turns, contents)
         return FormattedRequest(format=fmt, tools=responses_tools(tools), input=items, instructions=instructions)

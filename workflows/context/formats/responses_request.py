@@ -23,6 +23,7 @@ from typing import Any
 from ..content import ItemContent
 from ..items import Projection
 from ..render import Rendered
+from .images import responses_image
 from .responses_input import item_type
 
 
@@ -54,11 +55,14 @@ def turn_items(turn: Rendered, content: ItemContent) -> list[dict[str, Any]]:
             items.append({"type": "function_call", "call_id": call["id"], "name": fn["name"],
                           "arguments": fn["arguments"]})
         return items
+    images = [responses_image(image) for image in message.get("images") or ()]
     if role == "tool":
-        return [{"type": "function_call_output", "call_id": message["tool_call_id"],
-                 "output": str(message.get("content") or "")}]
-    return [{"type": "message", "role": role,
-             "content": [{"type": "input_text", "text": str(message.get("content") or "")}]}]
+        output: str | list[dict[str, Any]] = str(message.get("content") or "")
+        if images:  # a function call's output may be a list of input parts
+            output = [*([{"type": "input_text", "text": output}] if output else []), *images]
+        return [{"type": "function_call_output", "call_id": message["tool_call_id"], "output": output}]
+    text = [{"type": "input_text", "text": str(message.get("content") or "")}] if message.get("content") or not images else []
+    return [{"type": "message", "role": role, "content": [*text, *images]}]
 
 
 def assistant_message(text: str) -> dict[str, Any]:
