@@ -1,6 +1,7 @@
-"""Images through the gateway, with the official SDKs unchanged: sent upstream exactly while
-their message is kept whole, charged to the budget, named when their message is bounded, part
-of what tells conversations apart, and refused (shaped) when malformed."""
+"""Images through the gateway (Chat Completions, Responses, Anthropic Messages), with the
+official SDKs unchanged: sent upstream exactly while their message is kept whole, charged to
+the budget, named when their message is bounded, part of what tells conversations apart, and
+refused (shaped) when malformed."""
 
 from __future__ import annotations
 
@@ -133,3 +134,25 @@ def test_a_malformed_image_is_refused_in_the_protocols_shape(gateway: str, upstr
         anthropic.Anthropic(base_url=f"{gateway}/gateway/anthropic", api_key=TOKEN, max_retries=0).messages.create(
             model=name, max_tokens=64, messages=sourceless)
     assert upstream.of(name) == []
+
+
+def test_responses_sdk_images_of_a_message_and_a_function_output_go_upstream(gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    photo, shot = png(320, 240, (1, 2, 3)), png(200, 100, (9, 9, 9))
+    upstream.script(name, Scripted(calls=[("call_s", "screenshot", {})]), Scripted(text="Both are dark."))
+    client = openai.OpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0)
+    tools: list[Any] = [{"type": "function", "name": "screenshot", "parameters": {"type": "object"}, "strict": False}]
+    given: list[Any] = [{"role": "user", "content": [
+        {"type": "input_text", "text": "Compare with the screen"},
+        {"type": "input_image", "image_url": data_url(photo), "detail": "high"}]}]
+    first = client.responses.create(model=name, input=given, tools=tools)
+    given += [*[i.model_dump(exclude_none=True) for i in first.output],
+              {"type": "function_call_output", "call_id": "call_s",
+               "output": [{"type": "input_image", "image_url": data_url(shot)}]}]
+    final = client.responses.create(model=name, input=given, tools=tools)
+    assert final.output_text == "Both are dark."
+    sent = upstream.of(name)[1]["input"]
+    assert sent[0]["content"] == [{"type": "input_text", "text": "Compare with the screen"},
+                                  {"type": "input_image", "image_url": data_url(photo), "detail": "high"}]
+    assert sent[-1]["type"] == "function_call_output" and sent[-1]["output"] == [
+        {"type": "input_image", "image_url": data_url(shot), "detail": "auto"}]

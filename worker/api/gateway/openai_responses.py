@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.api.gateway.answer import Answer, Usage, count
-from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn
+from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, stored_image
 from workflows.context import FormatError, from_responses_items
 
 PROTOCOL = "openai-responses"
@@ -67,14 +67,39 @@ def parse(body: Any) -> ResponsesCall:
 def _turns(items: list[Any]) -> list[Turn]:
     if not all(isinstance(i, dict) for i in items):
         raise GatewayInputError("input: every item must be an object")
+    items, images = _without_images(items)
     try:
         converted = from_responses_items(items)
     except FormatError as exc:
         raise GatewayInputError(str(exc).replace("responses_items", "input")) from None
     return [Turn(c.kind, c.text, tool_calls=tuple(Call(t.id, t.name, t.arguments) for t in c.tool_calls),
                  tool_call_id=c.tool_call_id, tool_name=c.tool_name,
-                 extras={"responses_items": c.source} if c.kind == "assistant" else None)
+                 extras={"responses_items": c.source} if c.kind == "assistant" else (
+                     {"images": images[c.first]} if c.first in images else None))
             for c in converted]
+
+
+def _without_images(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, list[dict[str, Any]]]]:
+    """The items with the ``input_image`` parts of user messages and function call outputs taken
+    out, and those images (stored parts) by the index of their item."""
+    out, images = [], {}
+    for index, item in enumerate(items):
+        kind = item.get("type") or "message"
+        field = "content" if kind == "message" and item.get("role") == "user" else (
+            "output" if kind == "function_call_output" else None)
+        parts = item.get(field) if field is not None else None
+        if field is not None and isinstance(parts, list) and any(_is_image(p) for p in parts):
+            images[index] = [stored_image({"type": "image_url", "image_url": {"url": p.get("image_url"),
+                                                                               "detail": p.get("detail")}},
+                                          f"input[{index}].{field}[{n}]")
+                             for n, p in enumerate(parts) if _is_image(p)]
+            item = {**item, field: [p for p in parts if not _is_image(p)]}
+        out.append(item)
+    return out, images
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "input_image"
 
 
 def upstream_body(call: ResponsesCall, instructions: str | None, items: list[dict[str, Any]],
