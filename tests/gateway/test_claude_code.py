@@ -4,6 +4,8 @@ then Bash), every upstream request bounded, tool calls paired, the work done on 
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import shutil
@@ -73,3 +75,35 @@ def test_claude_code_does_a_multi_step_task_through_the_gateway(gateway: str, up
     last = sent[-1]["messages"][-1]["content"]
     assert any(b.get("type") == "tool_result" and b.get("tool_use_id") == "toolu_b"
                and "hello from the gateway" in json.dumps(b.get("content")) for b in last)
+
+
+def test_claude_code_reads_a_picture_through_the_gateway(gateway: str, upstream: ScriptedUpstream, tmp_path: Path):
+    """Its Read tool on an image answers with the picture inside the tool_result: the gateway
+    stores it and sends it upstream with the result."""
+    binary = claude_binary()
+    if binary is None:
+        pytest.skip("Claude Code is not installed (make test-tools installs it with npm)")
+    from PIL import Image
+
+    name, small = f"cc-{uuid.uuid4().hex[:8]}", f"cc-small-{uuid.uuid4().hex[:8]}"
+    work = tmp_path / "work"
+    work.mkdir()
+    picture = work / "shot.png"
+    Image.new("RGB", (300, 200), (220, 20, 20)).save(picture)
+    upstream.script(name, Scripted(calls=[("toolu_r", "Read", {"file_path": str(picture)})]),
+                    Scripted(text="It is a red rectangle."))
+    env = {**os.environ, "ANTHROPIC_BASE_URL": f"{gateway}/gateway/anthropic", "ANTHROPIC_API_KEY": TOKEN,
+           "ANTHROPIC_SMALL_FAST_MODEL": small, "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "HOME": str(tmp_path), "CI": "1"}
+    done = subprocess.run([binary, "-p", "What is in shot.png?", "--model", name, "--output-format", "json",
+                           "--allowedTools", "Read", "--max-turns", "4"],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-2000:], upstream.requests[-3:])
+    assert "red rectangle" in json.loads(done.stdout)["result"]
+    sent = upstream.of(name)
+    assert len(sent) == 2
+    result = next(b for b in sent[1]["messages"][-1]["content"] if b.get("type") == "tool_result")
+    images = [b for b in result["content"] if b.get("type") == "image"]
+    assert result["tool_use_id"] == "toolu_r" and len(images) == 1
+    assert images[0]["source"]["type"] == "base64" and images[0]["source"]["media_type"].startswith("image/")
+    assert Image.open(io.BytesIO(base64.b64decode(images[0]["source"]["data"]))).size == (300, 200)
