@@ -24,18 +24,28 @@ pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[2]
 
 
-def claude_binary() -> str | None:
+def claude_binary() -> str:
+    """Claude Code's command (the test is skipped without it)."""
     installed = os.environ.get("LANES_CLAUDE_CODE") or shutil.which("claude")
     local = REPO / ".tools" / "node_modules" / ".bin" / "claude"
-    return installed or (str(local) if local.exists() else None)
+    found = installed or (str(local) if local.exists() else None)
+    if found is None:
+        pytest.skip("Claude Code is not installed (make test-tools installs it with npm)")
+    return found
+
+
+def claude_env(gateway: str, home: Path) -> dict[str, str]:
+    """Claude Code pointed at the gateway by base URL, with a Lanes token as its key; its small
+    model (titles, summaries) a name the scripted upstream does not script; nothing else called."""
+    return {**os.environ, "ANTHROPIC_BASE_URL": f"{gateway}/gateway/anthropic", "ANTHROPIC_API_KEY": TOKEN,
+            "ANTHROPIC_SMALL_FAST_MODEL": f"cc-small-{uuid.uuid4().hex[:8]}", "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "HOME": str(home), "CI": "1"}
 
 
 def test_claude_code_does_a_multi_step_task_through_the_gateway(gateway: str, upstream: ScriptedUpstream,
                                                                 tmp_path: Path):
     binary = claude_binary()
-    if binary is None:
-        pytest.skip("Claude Code is not installed (make test-tools installs it with npm)")
-    name, small = f"cc-{uuid.uuid4().hex[:8]}", f"cc-small-{uuid.uuid4().hex[:8]}"
+    name = f"cc-{uuid.uuid4().hex[:8]}"
     work = tmp_path / "work"
     work.mkdir()
     target = work / "hello.txt"
@@ -44,9 +54,7 @@ def test_claude_code_does_a_multi_step_task_through_the_gateway(gateway: str, up
                         "file_path": str(target), "content": "hello from the gateway\n"})]),
                     Scripted(calls=[("toolu_b", "Bash", {"command": f"cat {target}", "description": "Show the file"})]),
                     Scripted(text="Done: hello.txt says hello from the gateway."))
-    env = {**os.environ, "ANTHROPIC_BASE_URL": f"{gateway}/gateway/anthropic", "ANTHROPIC_API_KEY": TOKEN,
-           "ANTHROPIC_SMALL_FAST_MODEL": small, "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "HOME": str(tmp_path), "CI": "1"}
+    env = claude_env(gateway, tmp_path)
     done = subprocess.run(
         [binary, "-p", "Write hello.txt, then show it.", "--model", name, "--output-format", "json",
          "--allowedTools", "Write", "Bash", "--max-turns", "6"],
@@ -81,20 +89,16 @@ def test_claude_code_reads_a_picture_through_the_gateway(gateway: str, upstream:
     """Its Read tool on an image answers with the picture inside the tool_result: the gateway
     stores it and sends it upstream with the result."""
     binary = claude_binary()
-    if binary is None:
-        pytest.skip("Claude Code is not installed (make test-tools installs it with npm)")
     from PIL import Image
 
-    name, small = f"cc-{uuid.uuid4().hex[:8]}", f"cc-small-{uuid.uuid4().hex[:8]}"
+    name = f"cc-{uuid.uuid4().hex[:8]}"
     work = tmp_path / "work"
     work.mkdir()
     picture = work / "shot.png"
     Image.new("RGB", (300, 200), (220, 20, 20)).save(picture)
     upstream.script(name, Scripted(calls=[("toolu_r", "Read", {"file_path": str(picture)})]),
                     Scripted(text="It is a red rectangle."))
-    env = {**os.environ, "ANTHROPIC_BASE_URL": f"{gateway}/gateway/anthropic", "ANTHROPIC_API_KEY": TOKEN,
-           "ANTHROPIC_SMALL_FAST_MODEL": small, "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "HOME": str(tmp_path), "CI": "1"}
+    env = claude_env(gateway, tmp_path)
     done = subprocess.run([binary, "-p", "What is in shot.png?", "--model", name, "--output-format", "json",
                            "--allowedTools", "Read", "--max-turns", "4"],
                           cwd=work, env=env, capture_output=True, text=True, timeout=240)
