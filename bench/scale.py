@@ -93,7 +93,7 @@ def pick(root: str, count: int) -> list[tuple[str, int]]:
     """``count`` recordings of MIN_TURNS to MAX_TURNS model calls, spread over the folders."""
     chosen, ids = [], set()
     for path, _ in trajectory_files([root]):
-        if "mini-swe-agent" not in str(path):  # hosted replays of these run to their end alone
+        if "mini-swe-agent" not in str(path):  # the claude-code folder holds four recordings
             continue
         trajectory = load_trajectory(str(path))
         if MIN_TURNS <= len(trajectory.turns) <= MAX_TURNS and trajectory.id not in ids:  # one session per id
@@ -125,8 +125,8 @@ async def run_level(client: Client, queue: str, root_url: str, files: list[tuple
         await asyncio.gather(*[sessions.submit(h, t.task) for h, (_, t) in zip(handles, started, strict=True)])
         ids = [(config.session_id, t.id, len(t.turns)) for config, t in started]
         # the model server's log (it keeps the last 200 requests): read every half second, so
-        # that no request is missed; a session is done when its closing call (turn == its
-        # recorded calls) arrived
+        # that no request is missed; a session is done once its last recorded call arrived (a
+        # closing call may follow it: the log is read once more at the end)
         seen: dict[int, dict[str, Any]] = {}
         last_turn = {tid: turns for _, tid, turns in ids}
         done: set[str] = set()
@@ -139,9 +139,11 @@ async def run_level(client: Client, queue: str, root_url: str, files: list[tuple
                 if request["seq"] not in seen:
                     quiet_since = time.monotonic()
                 seen[request["seq"]] = request
-                if request.get("turn") is not None and int(request["turn"]) >= last_turn.get(request["trajectory"], 1e9):
+                if request.get("turn") is not None and int(request["turn"]) >= last_turn.get(request["trajectory"], 1e9) - 1:
                     done.add(request["trajectory"])
             await asyncio.sleep(0.5)
+        await asyncio.sleep(2)
+        seen.update({r["seq"]: r for r in (await http.get("/admin/requests", params={"bodies": "false"})).json()["requests"]})
         after = {name: cpu_seconds(p) for name, p in pids.items()}
     by_session: dict[str, dict[int, float]] = {}
     for request in seen.values():
