@@ -20,7 +20,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 
-from activities.image_tokens import image_tokens
 from activities.tokens import count_message_tokens, tokenizer_for
 
 MAX_CHARS = 64_000_000  # ~ the text of a few hundred full requests at a 128k window
@@ -36,10 +35,13 @@ def _key(message: dict, model: str | None) -> tuple[tuple, int]:
     reasoning = message.get("reasoning_content")
     calls = tuple((fn.get("name", ""), fn.get("arguments", ""))
                   for fn in (call.get("function", {}) for call in message.get("tool_calls") or ()))
-    images = tuple(image_tokens(image) for image in message.get("images") or ())  # their whole part in the count
+    # an image's cost follows from its data (or URL) and detail: keyed by them (a string's hash is
+    # computed once), so that a hit does not decode the image's header again
+    images = tuple((i.get("data"), i.get("url"), i.get("detail")) for i in message.get("images") or ())
     key = (tokenizer_for(model).offline_name, content if isinstance(content, str) else None,
            reasoning if isinstance(reasoning, str) else None, calls, images)
-    size = sum(len(s) for s in (key[1], key[2]) if s) + sum(len(n) + len(a) for n, a in calls)
+    size = (sum(len(s) for s in (key[1], key[2]) if s) + sum(len(n) + len(a) for n, a in calls)
+            + sum(len(data or url or "") for data, url, _ in images))
     return key, size
 
 

@@ -139,3 +139,12 @@ def test_a_paired_tool_result_renders_what_was_measured(projection: Projection):
     kept = render_entries([call.id, result.id], [Projection.FULL, projection], items, contents, 2000, facts=facts)
     assert kept.messages[1] == measured
     assert ("images" in measured) == (projection == Projection.FULL)
+
+
+def test_the_token_memo_tells_images_apart():
+    from activities import token_memo
+
+    small, large = ({"media_type": "image/png", "data": encoded(w, h, "PNG")} for w, h in ((64, 64), (1024, 1024)))
+    counts = [token_memo.message_tokens({"role": "user", "content": "look", "images": [image]})
+              for image in (small, large, small)]
+    assert counts[1] - counts[0] == image_tokens(large) - image_tokens(small) > 0 and counts[2] == counts[0]
