@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import statistics
@@ -48,6 +49,7 @@ from temporalio.client import Client
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker import sessions
 from worker.local.stack import Stack
+from worker.replay.simulator import percentile
 from worker.settings import Settings
 from worker.worker import connect
 
@@ -89,7 +91,7 @@ def processes(stack: Stack, worker_pid: int) -> dict[str, list[int]]:
     return found
 
 
-def pick(root: str, count: int) -> list[tuple[str, int]]:
+def pick(root: str, count: int) -> list[str]:
     """``count`` recordings of MIN_TURNS to MAX_TURNS model calls, spread over the folders."""
     chosen, ids = [], set()
     for path, _ in trajectory_files([root]):
@@ -97,7 +99,7 @@ def pick(root: str, count: int) -> list[tuple[str, int]]:
             continue
         trajectory = load_trajectory(str(path))
         if MIN_TURNS <= len(trajectory.turns) <= MAX_TURNS and trajectory.id not in ids:  # one session per id
-            chosen.append((str(path), len(trajectory.turns)))
+            chosen.append(str(path))
             ids.add(trajectory.id)
     if len(chosen) < count:
         raise SystemExit(f"only {len(chosen)} recordings of {MIN_TURNS}-{MAX_TURNS} calls under {root}")
@@ -112,7 +114,7 @@ async def worker_ready(log: Path, seconds: float = 90) -> None:
         await asyncio.sleep(0.2)
 
 
-async def run_level(client: Client, queue: str, root_url: str, files: list[tuple[str, int]], budget: int,
+async def run_level(client: Client, queue: str, root_url: str, files: list[str], budget: int,
                     pids: dict[str, list[int]]) -> dict[str, Any]:
     async with httpx.AsyncClient(base_url=root_url, timeout=60) as http:
         await http.delete("/admin/requests")
@@ -120,7 +122,7 @@ async def run_level(client: Client, queue: str, root_url: str, files: list[tuple
         started = [(sessions.replay_session_config(
             f"scale-{uuid.uuid4().hex[:8]}", trajectory, path, f"{root_url}/v1", budget_tokens=budget,
             max_turns_per_task=len(trajectory.turns) + 10), trajectory)
-            for path, trajectory in ((path, load_trajectory(path)) for path, _ in files)]
+            for path, trajectory in ((path, load_trajectory(path)) for path in files)]
         handles = await asyncio.gather(*[sessions.start_session(client, config, queue) for config, _ in started])
         await asyncio.gather(*[sessions.submit(h, t.task) for h, (_, t) in zip(handles, started, strict=True)])
         ids = [(config.session_id, t.id, len(t.turns)) for config, t in started]
@@ -149,18 +151,17 @@ async def run_level(client: Client, queue: str, root_url: str, files: list[tuple
     for request in seen.values():
         if request.get("turn") is not None:
             by_session.setdefault(request["trajectory"], {}).setdefault(int(request["turn"]), request["at"])
-    gaps = [(b - a) * 1000 for calls in by_session.values() for a, b in zip(
-        [calls[t] for t in sorted(calls)], [calls[t] for t in sorted(calls)][1:], strict=False)]
+    gaps = [(b - a) * 1000 for calls in by_session.values()
+            for a, b in itertools.pairwise(calls[t] for t in sorted(calls))]
     times = [at for calls in by_session.values() for at in calls.values()]
     turns = sum(len(calls) for calls in by_session.values())
     seconds = max(times) - min(times)
     history = await histories(client, [sid for sid, _, _ in ids])
-    ordered = sorted(gaps)
     return {
         "sessions": len(ids), "turns": turns, "seconds": round(seconds, 2),
         "turns_per_second": round(turns / seconds, 2) if seconds else None,
-        "turn_ms_p50": round(statistics.median(ordered), 1),
-        "turn_ms_p99": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 1),
+        "turn_ms_p50": round(statistics.median(gaps), 1),
+        "turn_ms_p99": round(percentile(gaps, 99), 1),
         "cpu_ms_per_turn": {name: round(1000 * (after[name] - before[name]) / turns, 1) for name in pids},
         "events_per_turn": round(history["events"] / turns, 2),
         "workflow_tasks_per_turn": round(history["workflow_tasks"] / turns, 2),
@@ -191,7 +192,7 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     await worker_ready(stack.data_dir / "logs" / "worker.log")
     client = await connect(Settings(temporal_address=stack.temporal_address))
     results = []
-    with model_server([path for path, _ in files], "process") as root_url:
+    with model_server(files, "process") as root_url:
         warm = await run_level(client, queue, root_url, files[:2], args.budget, processes(stack, proc.pid))
         print(f"warm-up: {warm['turns']} turns", file=sys.stderr)
         for level in levels:
@@ -204,7 +205,7 @@ async def run(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     for r in results:
         r["throughput_of_best"] = round((r["turns_per_second"] or 0) / best, 3)
     return {"driver": "bench/scale.py", "budget": args.budget, "levels": results, "machine": machine(),
-            "sources": sources_digest(), "recordings": [Path(p).name for p, _ in files]}
+            "sources": sources_digest(), "recordings": [Path(p).name for p in files]}
 
 
 HEADER = ("| sessions | turns | turns/s | of the best | turn ms p50 / p99 | worker CPU ms/turn | Temporal CPU ms/turn "
