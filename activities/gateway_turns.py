@@ -97,6 +97,21 @@ class GatewayTurns:
                                     "WHERE session_id = $1 AND position = $2", session_id, position)
         return _turn(await self.store.run(write, session_id))
 
+    async def unstored_answers(self, older_than: float, limit: int) -> list[tuple[str, GatewayTurn]]:
+        """(session, row) of answer rows written more than ``older_than`` seconds ago whose
+        items are not in their session, oldest first (none marked unstorable)."""
+        rows = await self.store.run(lambda c: c.fetch(
+            "SELECT session_id, position, chain, stored, answer FROM gateway_turns "
+            "WHERE answer IS NOT NULL AND NOT stored AND unstorable IS NULL "
+            "AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
+            older_than, limit))
+        return [(r["session_id"], _turn(r)) for r in rows]
+
+    async def mark_unstorable(self, session_id: str, position: int, why: str) -> None:
+        await self.store.run(lambda c: c.execute(
+            "UPDATE gateway_turns SET unstorable = $3 WHERE session_id = $1 AND position = $2",
+            session_id, position, why), session_id)
+
     async def mark_stored(self, session_id: str, positions: list[int]) -> None:
         if positions:
             await self.store.run(lambda c: c.execute(

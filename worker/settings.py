@@ -131,6 +131,9 @@ class Settings(BaseSettings):
     # The budget of a session the gateway opens (None: the model's window, as for any session);
     # an agent can set its own with the X-Lanes-Budget-Tokens header on its first call.
     gateway_budget_tokens: int | None = Field(None, ge=256, validation_alias=_env("LANES_GATEWAY_BUDGET_TOKENS"))
+    # How often each API process stores the gateway answers left outside their sessions (the
+    # process that answered died before its background write), and how old such a row must be.
+    gateway_sweep_seconds: float = Field(15.0, gt=0, validation_alias=_env("LANES_GATEWAY_SWEEP_SECONDS"))
     # Per tenant: JSON (or a JSON file's path) {"tenant": {"openai_base_url": ..., "openai_api_key": ...,
     # "anthropic_base_url": ..., "anthropic_api_key": ...}}; a tenant's unset fields are the above.
     gateway_tenant_upstreams: Annotated[dict[str, TenantUpstreams], NoDecode] = Field(

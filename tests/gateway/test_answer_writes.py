@@ -7,10 +7,12 @@ sees the answer."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -32,13 +34,34 @@ class LostWrites(AnswerWrites):
         write().close()  # the coroutine never runs
 
 
-@pytest.fixture
-def server(gateway_settings: Settings) -> Iterator[LanesServer]:
-    """An API of its own (with its worker), whose answer writes a test may replace."""
-    settings = gateway_settings.model_copy(update={"task_queue": f"gw-writes-{uuid.uuid4().hex[:6]}"})
+def _server(gateway_settings: Settings, sweep_seconds: float) -> Iterator[LanesServer]:
+    settings = gateway_settings.model_copy(update={"task_queue": f"gw-writes-{uuid.uuid4().hex[:6]}",
+                                                   "gateway_sweep_seconds": sweep_seconds})
     started = LanesServer(settings, TOKENS).start()
     yield started
     started.stop()
+
+
+@pytest.fixture
+def server(gateway_settings: Settings) -> Iterator[LanesServer]:
+    """An API of its own (with its worker), whose answer writes a test may replace; its sweep
+    waits an hour (these tests show what the conversation's next call does)."""
+    yield from _server(gateway_settings, 3600)
+
+
+@pytest.fixture
+def sweeping(gateway_settings: Settings) -> Iterator[LanesServer]:
+    """An API whose sweep stores answers left unstored for half a second."""
+    yield from _server(gateway_settings, 0.5)
+
+
+def _until(check, seconds: float = 30):
+    """``check()``'s first truthy value, asked every 0.2 s for up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not (value := check()):
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+    return value
 
 
 def _chat(base: str, name: str, messages: list[dict[str, Any]]) -> httpx.Response:
@@ -136,3 +159,50 @@ def test_a_session_ended_before_its_answer_was_stored_continues_in_a_new_one(ser
     assert later.headers["x-lanes-session"] != ended
     assert later.json()["choices"][0]["message"]["content"] == "after the end"
     assert [i["text"] for i in stored(base, later.headers["x-lanes-session"])][:3] == [m["content"] for m in messages]
+
+
+def test_a_last_answer_whose_write_was_lost_is_stored_by_the_sweep_once(sweeping: LanesServer,
+                                                                        upstream: ScriptedUpstream):
+    """A conversation's last answer has no next call to store it: when its process's write was
+    lost, the sweep stores it from its row (the session then holds it once, its usage counted
+    once), and the agent's retry of that call is answered from the row, storing nothing again."""
+    name = model()
+    upstream.script(name, Scripted(text="the final answer", usage=(90, 10, 5)))
+    sweeping.app.state.answer_writes = LostWrites()  # the calls' writes; the sweep keeps its own
+    base = sweeping.base_url
+    messages = [{"role": "system", "content": "You finish."}, {"role": "user", "content": f"last {uuid.uuid4().hex}"}]
+    first = _chat(base, name, messages)
+    sid = first.headers["x-lanes-session"]
+    _until(lambda: [i["kind"] for i in stored(base, sid)] == ["system", "user", "assistant"])
+    assert [i["text"] for i in stored(base, sid)][-1] == "the final answer"
+    assert _usage_calls(base, sid) == 1
+    retried = _chat(base, name, messages)
+    assert retried.json()["choices"][0]["message"]["content"] == "the final answer"
+    time.sleep(1.5)  # sweeps come and go: none stores it again
+    assert [i["text"] for i in stored(base, sid)] == ["You finish.", messages[1]["content"], "the final answer"]
+    assert _usage_calls(base, sid) == 1 and len(upstream.of(name)) == 1
+
+
+def test_the_sweep_leaves_an_answer_whose_session_ended_and_says_why(sweeping: LanesServer,
+                                                                     gateway_settings: Settings,
+                                                                     upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(text="too late"))
+    sweeping.app.state.answer_writes = LostWrites()
+    base = sweeping.base_url
+    messages = [{"role": "user", "content": f"ending {uuid.uuid4().hex}"}]
+    sid = _chat(base, name, messages).headers["x-lanes-session"]
+    cancelled = httpx.post(f"{base}/v1/sessions/{sid}/cancel", json={"action": "terminate"}, headers=HEADERS,
+                           timeout=30)
+    assert cancelled.status_code == 200, cancelled.text
+
+    async def why() -> str | None:
+        connection = await asyncpg.connect(gateway_settings.database_url)
+        try:
+            return await connection.fetchval("SELECT unstorable FROM gateway_turns WHERE session_id = $1 "
+                                             "AND answer IS NOT NULL", sid)
+        finally:
+            await connection.close()
+
+    assert _until(lambda: asyncio.run(why())) in ("session_ended", "session_closed")
+    assert [i["kind"] for i in stored(base, sid)] == ["user"]  # nothing appended to the ended session

@@ -24,11 +24,12 @@ from worker.local.stack import free_port
 from worker.settings import Settings
 
 
-def start_api(settings: Settings, upstream: ScriptedUpstream, port: int) -> subprocess.Popen:
+def start_api(settings: Settings, upstream: ScriptedUpstream, port: int, sweep_seconds: float = 3600) -> subprocess.Popen:
     env = {**os.environ, "TEMPORAL_ADDRESS": settings.temporal_address, "DATABASE_URL": settings.database_url or "",
            "LANES_TASK_QUEUE": settings.task_queue, "LANES_DATA_DIR": str(settings.data_dir),
            "LANES_API_PORT": str(port), "LANES_API_TOKENS": f"tenant-a:{TOKEN}", "PYTHONPATH": CHECKOUT_PYTHONPATH,
-           "LANES_GATEWAY_OPENAI_BASE_URL": f"{upstream.root}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-crash"}
+           "LANES_GATEWAY_OPENAI_BASE_URL": f"{upstream.root}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-crash",
+           "LANES_GATEWAY_SWEEP_SECONDS": str(sweep_seconds)}
     return subprocess.Popen([sys.executable, "-m", "worker.api.main", "--log-level", "warning"], env=env, cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
@@ -129,6 +130,42 @@ def test_an_api_killed_right_after_answering_loses_nothing(gateway: str, gateway
             ("user", "and then?"), ("assistant", "second answer")]
         status = httpx.get(f"{base}/v1/sessions/{sid}/status", headers=headers, timeout=30).json()
         assert status["usage"]["calls"] == 2 and len(upstream.of(name)) == 2
+    finally:
+        if api.poll() is None:
+            os.killpg(api.pid, signal.SIGKILL)
+            api.wait(10)
+
+
+def test_the_last_answer_of_an_api_killed_right_after_answering_reaches_the_session(
+        gateway: str, gateway_settings: Settings, upstream: ScriptedUpstream):
+    """The conversation ends with that answer (no next call will store it): the restarted API's
+    sweep does, once, whether the killed process's write was lost, cut or done."""
+    name = f"last-{uuid.uuid4().hex[:8]}"
+    upstream.script(name, Scripted(text="the last answer"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    messages = [{"role": "system", "content": "You end."}, {"role": "user", "content": f"final {uuid.uuid4().hex}"}]
+    api = start_api(gateway_settings, upstream, port)
+    try:
+        ready(base, api)
+        answered = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json={"model": name, "messages": messages},
+                              headers=headers, timeout=60)
+        os.killpg(api.pid, signal.SIGKILL)  # the moment the answer is in
+        api.wait(10)
+        assert answered.status_code == 200, answered.text
+        sid = answered.headers["x-lanes-session"]
+        api = start_api(gateway_settings, upstream, port, sweep_seconds=1)
+        ready(base, api)
+        deadline = time.monotonic() + 60
+        while len(items := stored(base, sid)) < 3:
+            assert time.monotonic() < deadline, f"the answer never reached the session: {items}"
+            time.sleep(0.3)
+        time.sleep(2.5)  # more sweeps: none stores it twice
+        assert [(i["kind"], i["text"]) for i in stored(base, sid)] == [
+            ("system", "You end."), ("user", messages[1]["content"]), ("assistant", "the last answer")]
+        status = httpx.get(f"{base}/v1/sessions/{sid}/status", headers=headers, timeout=30).json()
+        assert status["usage"]["calls"] == 1 and len(upstream.of(name)) == 1
     finally:
         if api.poll() is None:
             os.killpg(api.pid, signal.SIGKILL)

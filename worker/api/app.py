@@ -37,6 +37,7 @@ from worker.api.auth import Authenticator, tokens_from_env
 from worker.api.backend import Backend
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.gateway import routes as gateway_routes
+from worker.api.gateway.answer_store import sweep_forever
 from worker.api.gateway.answer_writes import AnswerWrites
 from worker.api.gateway.routes import gateway_error
 from worker.api.routes import router
@@ -210,7 +211,10 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        sweeping = asyncio.create_task(sweep_forever(backend, app.state.answer_writes, settings.gateway_sweep_seconds),
+                                       name="gateway answer sweep")
         yield
+        sweeping.cancel()
         await app.state.answer_writes.drain(ANSWER_DRAIN_SECONDS)  # before the store and client close
         await backend.close()
         if (http := getattr(app.state, "gateway_http", None)) is not None:

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from lanes_client.schemas import MAX_ITEM_CHARS, ItemIn, ToolCallIn
+
 CHAIN_SEED = "lanes-gateway-1"
 
 
@@ -102,6 +104,18 @@ class Conversation:
                 open_calls.discard(turn.tool_call_id)
             elif turn.kind == "assistant":
                 open_calls = {c.id for c in turn.tool_calls}
+
+
+def item_in(turn: Turn, chain: str | None) -> ItemIn:
+    """``turn`` as the session stores it; ``chain``: its digest, which names the item (the
+    client id a retry is recognised by); None for an answer (its row holds it)."""
+    if len(turn.text) > MAX_ITEM_CHARS:
+        raise GatewayInputError(f"a {turn.kind} message of {len(turn.text):,} characters is larger than a session "
+                                f"stores in one item ({MAX_ITEM_CHARS:,}); cut it before sending it", 413,
+                                "request_too_large")
+    return ItemIn(kind=turn.kind, text=turn.text, tool_call_id=turn.tool_call_id, tool_name=turn.tool_name,
+                  tool_calls=[ToolCallIn(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls],
+                  item_id=None if chain is None else f"gw-{chain[:40]}")
 
 
 def next_chain(previous: str, turn: Turn) -> str:

@@ -28,23 +28,22 @@ from pydantic import ValidationError
 
 from activities.gateway_turns import GatewayTurn, GatewayTurns
 from activities.recall import recall
-from lanes_client.schemas import MAX_ITEM_CHARS, FunctionToolIn, ItemIn, SessionCreate, ToolCallIn
+from lanes_client.schemas import FunctionToolIn, ItemIn, SessionCreate
 from worker.api.backend import Backend
 from worker.api.errors import ApiError
 from worker.api.external_routes import external_items, request_out, update_id
 from worker.api.gateway.answer import Answer, stored_answer
+from worker.api.gateway.answer_store import ENDED, store_answer_row
 from worker.api.gateway.answer_writes import AnswerWrites
-from worker.api.gateway.conversation import Call, Conversation, GatewayInputError, Turn, next_chain
+from worker.api.gateway.conversation import Conversation, GatewayInputError, Turn, item_in, next_chain
 from worker.api.routes import open_session
-from workflows.context import price_for
 from workflows.contract.external_calls import json_digest
-from workflows.contract.session import AppendItemsRequest, ReportedUsage, StepRequest, StepResult
+from workflows.contract.session import StepRequest, StepResult
 from workflows.contract.tools import RECALL_TOOL
 from workflows.session import SessionWorkflow
 
 log = logging.getLogger("lanes.gateway")
 
-ENDED = ("session_ended", "session_closed")  # a session that takes no more calls
 MAX_RECALL_ROUNDS = 4  # upstream calls one agent call may take for the gateway's own recall calls
 RECALL_MAX_CHARS = 16_000  # what one recall answer may hold
 PLACEHOLDER = "observation://"
@@ -206,7 +205,7 @@ class Gateway:
         keyed by the turns it appends (a copy of the call appends nothing twice) and each item by
         its own chain digest (a retry that appends a different batch skips what is stored)."""
         first = len(chains) - len(turns)
-        items: list[tuple[ItemIn, dict]] = [(_item_in(turn, chains[first + n]), turn.extras or {})
+        items: list[tuple[ItemIn, dict]] = [(item_in(turn, chains[first + n]), turn.extras or {})
                                             for n, turn in enumerate(turns) if turn.kind != "system" or n + first]
         if not items:  # everything is stored (a call sent again after its upstream failed): only the request
             result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
@@ -254,7 +253,7 @@ class Gateway:
 
     def _store_later(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
         if not row.stored:
-            self.writes.start((sid, row.position), lambda: self._store_row(table, sid, row))
+            self.writes.start((sid, row.position), lambda: store_answer_row(self.be, table, sid, row))
 
     async def _answer_stored(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> GatewayTurn:
         """``row`` (an answer row) once its items are in the session: this process's write waited
@@ -265,31 +264,8 @@ class Gateway:
         if not row.stored:
             full = row if row.answer is not None else await table.at(sid, row.position)
             assert full is not None and full.answer is not None
-            await self._store_row(table, sid, full)
+            await store_answer_row(self.be, table, sid, full)
         return GatewayTurn(position=row.position, chain=row.chain, stored=True, answered=True)
-
-    async def _store_row(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
-        """The answer's items (each recall round, the model's call and the gateway's results, then
-        the final message), with the calls' usage, appended under the row's key; then the row is
-        marked stored. Rows written before they held their items store the final message."""
-        answer = row.answer
-        assert answer is not None
-        if "items" in answer:
-            items = [(ItemIn.model_validate(item), extras) for item, extras in answer["items"]]
-        else:
-            items = [(_item_in(Turn("assistant", answer["text"], tool_calls=tuple(
-                Call(*c) for c in answer["tool_calls"])), None), {})]
-        key = f"gw-answer-{row.chain[:48]}"
-        incoming = await external_items(self.be, sid, items, key)
-        prompt, cached, completion = answer["usage"]
-        model = str((answer.get("raw") or {}).get("model") or "")
-        usage = ReportedUsage(prompt=prompt, cached=cached, completion=completion, model=None,
-                              price=price_for(self.be.settings.prices, model) if model else None)
-        digest = json_digest([i.model_dump(mode="json") for i, _ in items])
-        request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage)
-        await self.be.update(sid, "store the answer", SessionWorkflow.append_items, request,
-                             update_id=update_id("append", key, digest))
-        await table.mark_stored(sid, [row.position])
 
     async def _replay(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> Served:
         """A retried call: the answer it was given (its items stored in the background if they
@@ -304,7 +280,7 @@ def _answer_items(answers: list[Answer], recalled: dict[str, str]) -> list[list[
     upstream call's message, each followed by the gateway's answers to its recall calls."""
     items: list[list[Any]] = []
     for made in answers:
-        items.append([_item_in(made.turn, None).model_dump(mode="json"), made.turn.extras or {}])
+        items.append([item_in(made.turn, None).model_dump(mode="json"), made.turn.extras or {}])
         items += [[ItemIn(kind="tool_result", text=recalled[call.id], tool_call_id=call.id,
                           tool_name=RECALL_TOOL).model_dump(mode="json"), {}]
                   for call in made.turn.tool_calls if call.id in recalled]
@@ -333,16 +309,6 @@ def _matched(stored: list[GatewayTurn], chains: list[str]) -> int:
     while n < len(chains) and n < len(stored) and stored[n].position == n and stored[n].chain == chains[n]:
         n += 1
     return n
-
-
-def _item_in(turn: Turn, chain: str | None) -> ItemIn:
-    if len(turn.text) > MAX_ITEM_CHARS:
-        raise GatewayInputError(f"a {turn.kind} message of {len(turn.text):,} characters is larger than a session "
-                                f"stores in one item ({MAX_ITEM_CHARS:,}); cut it before sending it", 413,
-                                "request_too_large")
-    return ItemIn(kind=turn.kind, text=turn.text, tool_call_id=turn.tool_call_id, tool_name=turn.tool_name,
-                  tool_calls=[ToolCallIn(id=c.id, name=c.name, arguments=c.arguments) for c in turn.tool_calls],
-                  item_id=None if chain is None else f"gw-{chain[:40]}")
 
 
 def _text_of(request: Any) -> str:

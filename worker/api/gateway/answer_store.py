@@ -1,0 +1,101 @@
+"""Answers into their sessions: an answer row's items appended (the call's own background
+write, the conversation's next call, or the sweep), and the sweep that stores the rows nobody
+else will.
+
+The agent has an answer once its row is durable (``gateway_turns``); its items reach the session
+in the background, and the conversation's next call makes sure they did. A conversation's last
+answer has no next call: when the process that answered died before its write finished (or the
+workflow could not be reached then), the row would stay outside the session for good. Every API
+process therefore sweeps: rows answered more than ``gateway_sweep_seconds`` ago and still not
+stored are stored from the row, under the same key and update id as every other writer, so the
+session holds them once whoever runs (several processes may sweep the same row at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+
+from activities.gateway_turns import GatewayTurn, GatewayTurns
+from lanes_client.schemas import ItemIn
+from worker.api.backend import Backend
+from worker.api.errors import ApiError
+from worker.api.external_routes import external_items, update_id
+from worker.api.gateway.answer_writes import AnswerWrites
+from worker.api.gateway.conversation import Call, Turn, item_in
+from workflows.context import price_for
+from workflows.contract.external_calls import json_digest
+from workflows.contract.session import AppendItemsRequest, ReportedUsage
+from workflows.session import SessionWorkflow
+
+log = logging.getLogger("lanes.gateway")
+
+ENDED = ("session_ended", "session_closed")  # a session that takes no more calls
+SWEEP_BATCH = 100  # rows one sweep takes at most (the next sweep takes the rest)
+
+
+async def store_answer_row(be: Backend, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
+    """The answer's items (each recall round, the model's call and the gateway's results, then
+    the final message), with the calls' usage, appended under the row's key; then the row is
+    marked stored. Rows written before they held their items store the final message."""
+    answer = row.answer
+    assert answer is not None
+    if "items" in answer:
+        items = [(ItemIn.model_validate(item), extras) for item, extras in answer["items"]]
+    else:
+        items = [(item_in(Turn("assistant", answer["text"], tool_calls=tuple(
+            Call(*c) for c in answer["tool_calls"])), None), {})]
+    key = f"gw-answer-{row.chain[:48]}"
+    incoming = await external_items(be, sid, items, key)
+    prompt, cached, completion = answer["usage"]
+    model = str((answer.get("raw") or {}).get("model") or "")
+    usage = ReportedUsage(prompt=prompt, cached=cached, completion=completion, model=None,
+                          price=price_for(be.settings.prices, model) if model else None)
+    digest = json_digest([i.model_dump(mode="json") for i, _ in items])
+    request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage)
+    await be.update(sid, "store the answer", SessionWorkflow.append_items, request,
+                    update_id=update_id("append", key, digest))
+    await table.mark_stored(sid, [row.position])
+
+
+async def sweep(be: Backend, writes: AnswerWrites, older_than: float) -> int:
+    """Store the answer rows left unstored for ``older_than`` seconds (through ``writes``, so a
+    row this process is already writing is not written twice here); how many were found. A
+    row whose session ended is marked unstorable, with why: its conversation, if it goes on,
+    goes on in a new session that holds the whole of it."""
+    table = GatewayTurns(await be.store())
+    found = await table.unstored_answers(older_than, SWEEP_BATCH)
+    for sid, row in found:
+        writes.start((sid, row.position), functools.partial(_store_swept, be, table, sid, row))
+    return len(found)
+
+
+async def _store_swept(be: Backend, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
+    try:
+        await store_answer_row(be, table, sid, row)
+    except ApiError as error:
+        if error.code not in ENDED:
+            raise
+        await table.mark_unstorable(sid, row.position, error.code)
+        log.info("gateway: the answer at %d of %s cannot be stored: the session has ended (%s)",
+                 row.position, sid, error.code)
+        return
+    log.info("gateway: stored the answer at %d of %s, left unstored by its call", row.position, sid)
+
+
+async def sweep_forever(be: Backend, writes: AnswerWrites, every: float) -> None:
+    """Sweep every ``every`` seconds (rows answered at least that long ago) until cancelled;
+    a sweep that fails (the database or Temporal down) is tried again at the next. An API
+    without a database serves no gateway: nothing to sweep."""
+    if not be.settings.database_url:
+        return
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await sweep(be, writes, every)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.warning("gateway: the sweep of unstored answers failed (%s: %s); it runs again in %gs",
+                        type(error).__name__, error, every)
