@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+from temporalio.api.enums.v1 import EventType
 
 from tests.api.stack import TOKENS, LanesServer
 from tests.gateway.conftest import TOKEN
@@ -22,6 +23,7 @@ from tests.gateway.test_gateway import model, stored
 from tests.gateway.upstream import Scripted, ScriptedUpstream
 from worker.api.gateway.answer_writes import AnswerWrites
 from worker.settings import Settings
+from worker.worker import connect
 
 pytestmark = pytest.mark.timeout(180)
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -30,7 +32,7 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 class LostWrites(AnswerWrites):
     """Every background write lost, as if the API process died right after answering."""
 
-    def start(self, key, write) -> None:
+    def start(self, key, write, delay: float = 0.0) -> None:
         write().close()  # the coroutine never runs
 
 
@@ -206,3 +208,69 @@ def test_the_sweep_leaves_an_answer_whose_session_ended_and_says_why(sweeping: L
 
     assert _until(lambda: asyncio.run(why())) in ("session_ended", "session_closed")
     assert [i["kind"] for i in stored(base, sid)] == ["user"]  # nothing appended to the ended session
+
+
+async def _updates(settings: Settings, sid: str) -> list[str]:
+    """The names of the updates the session's workflow accepted, in order (every run)."""
+    client = await connect(settings)
+    names: list[str] = []
+    async for info in client.list_workflows(f'WorkflowId = "{sid}"'):
+        async for event in client.get_workflow_handle(sid, run_id=info.run_id).fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                names.append(event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name)
+    return names
+
+
+def test_an_agent_that_calls_again_at_once_stores_each_answer_with_its_next_step(server: LanesServer,
+                                                                                 upstream: ScriptedUpstream):
+    """An agent whose tools are quick calls again before the answer's write began: that call's
+    step appends the answer (as its row holds it, with its usage) and the new turns in one
+    workflow update. Each answer is in the session once, in order, counted once."""
+    name = model()
+    upstream.script(name, *[Scripted(text=f"answer {n}", usage=(100 + n, 0, 3)) for n in range(4)])
+    base = server.base_url
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are quick."},
+                                      {"role": "user", "content": f"go {uuid.uuid4().hex}"}]
+    sid = ""
+    for n in range(4):
+        answered = _chat(base, name, messages)
+        sid = sid or answered.headers["x-lanes-session"]
+        messages += [{"role": "assistant", "content": f"answer {n}"}, {"role": "user", "content": f"next {n}"}]
+    steps = asyncio.run(_updates(server.settings, sid))
+    assert steps == ["step"] * 4, steps  # the answers before the last went with the next call's step
+    assert [(i["kind"], i["text"]) for i in stored(base, sid)] == [  # the read starts the last answer's write
+        ("assistant" if m["role"] == "assistant" else m["role"], m["content"]) for m in messages[:-1]]
+    assert asyncio.run(_updates(server.settings, sid)) == ["step"] * 4 + ["append_items"]
+    assert _usage_calls(base, sid) == 4
+
+
+def test_a_step_that_carried_the_answer_but_was_not_marked_stores_nothing_twice(server: LanesServer,
+                                                                                gateway_settings: Settings,
+                                                                                upstream: ScriptedUpstream):
+    """The process died after the step that carried the previous answer, before it marked the
+    rows stored: the next call (to any process) finds the answer and the turns unmarked, and
+    appends none of them again (each item is known by its client id)."""
+    name = model()
+    upstream.script(name, *[Scripted(text=f"answer {n}", usage=(50, 0, 2)) for n in range(3)])
+    base = server.base_url
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"carry {uuid.uuid4().hex}"}]
+    sid = _chat(base, name, messages).headers["x-lanes-session"]
+    messages += [{"role": "assistant", "content": "answer 0"}, {"role": "user", "content": "again"}]
+    _chat(base, name, messages)  # its step carried answer 0
+
+    async def unmark() -> int:
+        connection = await asyncpg.connect(gateway_settings.database_url)
+        try:
+            status = await connection.execute("UPDATE gateway_turns SET stored = false WHERE session_id = $1 "
+                                              "AND position IN (1, 2)", sid)
+            return int(status.split()[-1])
+        finally:
+            await connection.close()
+
+    assert asyncio.run(unmark()) == 2
+    server.app.state.answer_writes = AnswerWrites()  # a restarted process: no write of its own
+    messages += [{"role": "assistant", "content": "answer 1"}, {"role": "user", "content": "and again"}]
+    assert _chat(base, name, messages).json()["choices"][0]["message"]["content"] == "answer 2"
+    assert [(i["kind"], i["text"]) for i in stored(base, sid)] == [
+        (m["role"], m["content"]) for m in messages] + [("assistant", "answer 2")]
+    assert _usage_calls(base, sid) == 3

@@ -35,10 +35,11 @@ ENDED = ("session_ended", "session_closed")  # a session that takes no more call
 SWEEP_BATCH = 100  # rows one sweep takes at most (the next sweep takes the rest)
 
 
-async def store_answer_row(be: Backend, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
-    """The answer's items (each recall round, the model's call and the gateway's results, then
-    the final message), with the calls' usage, appended under the row's key; then the row is
-    marked stored. Rows written before they held their items store the final message."""
+def answer_items(row: GatewayTurn) -> list[tuple[ItemIn, dict]]:
+    """The items an answer row is stored as (each recall round, the model's call and the
+    gateway's results, then the final message; rows written before they held their items: the
+    final message), each under a client id derived from the row: whichever writer appends them
+    (the call's own write, the next call's step, the sweep), another finds them stored."""
     answer = row.answer
     assert answer is not None
     if "items" in answer:
@@ -46,16 +47,34 @@ async def store_answer_row(be: Backend, table: GatewayTurns, sid: str, row: Gate
     else:
         items = [(item_in(Turn("assistant", answer["text"], tool_calls=tuple(
             Call(*c) for c in answer["tool_calls"])), None), {})]
-    key = f"gw-answer-{row.chain[:48]}"
-    incoming = await external_items(be, sid, items, key)
+    return [(item.model_copy(update={"item_id": f"gw-{row.chain[:40]}-{n}"}), extras)
+            for n, (item, extras) in enumerate(items)]
+
+
+def answer_usage(be: Backend, row: GatewayTurn) -> ReportedUsage:
+    """The provider's counts of the answer's calls, costed at the model that answered."""
+    answer = row.answer
+    assert answer is not None
     prompt, cached, completion = answer["usage"]
     model = str((answer.get("raw") or {}).get("model") or "")
-    usage = ReportedUsage(prompt=prompt, cached=cached, completion=completion, model=None,
-                          price=price_for(be.settings.prices, model) if model else None)
-    digest = json_digest([i.model_dump(mode="json") for i, _ in items])
-    request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage)
-    await be.update(sid, "store the answer", SessionWorkflow.append_items, request,
-                    update_id=update_id("append", key, digest))
+    return ReportedUsage(prompt=prompt, cached=cached, completion=completion, model=None,
+                         price=price_for(be.settings.prices, model) if model else None)
+
+
+async def store_answer_row(be: Backend, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
+    """The answer's items, with the calls' usage, appended under the row's key; then the row is
+    marked stored. Items a step of the next call already appended are not appended again (all
+    of them: no update at all, its usage went with that step)."""
+    items = answer_items(row)
+    key = f"gw-answer-{row.chain[:48]}"
+    incoming = await external_items(be, sid, items, key)
+    if incoming.items:
+        # the digest of the items as first written, before they carried client ids: one update
+        # id for every writer of this row, whichever code wrote it first
+        digest = json_digest([{**i.model_dump(mode="json"), "item_id": None} for i, _ in items])
+        request = AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=answer_usage(be, row))
+        await be.update(sid, "store the answer", SessionWorkflow.append_items, request,
+                        update_id=update_id("append", key, digest))
     await table.mark_stored(sid, [row.position])
 
 

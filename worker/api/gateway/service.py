@@ -33,7 +33,7 @@ from worker.api.backend import Backend
 from worker.api.errors import ApiError
 from worker.api.external_routes import external_items, request_out, update_id
 from worker.api.gateway.answer import Answer, stored_answer
-from worker.api.gateway.answer_store import ENDED, store_answer_row
+from worker.api.gateway.answer_store import ENDED, answer_items, answer_usage, store_answer_row
 from worker.api.gateway.answer_writes import AnswerWrites
 from worker.api.gateway.conversation import Conversation, GatewayInputError, Turn, item_in, next_chain
 from worker.api.routes import open_session
@@ -47,6 +47,10 @@ log = logging.getLogger("lanes.gateway")
 MAX_RECALL_ROUNDS = 4  # upstream calls one agent call may take for the gateway's own recall calls
 RECALL_MAX_CHARS = 16_000  # what one recall answer may hold
 PLACEHOLDER = "observation://"
+# How long an answer's background write waits for the conversation's next call, which then
+# appends the answer with its own turns (one workflow update for both; agents whose tools are
+# quick, as coding agents' file reads are, call again within it)
+CARRY_SECONDS = 1.0
 
 
 class Upstream(Protocol):
@@ -121,7 +125,14 @@ class Gateway:
             if any(c.chain != chains[c.position] for c in claims):  # never continue another's conversation
                 raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
         rows = {r.position: r for r in [*stored, *claims]}
-        for row in [r for r in rows.values() if r.answered and not r.stored]:  # answers still being stored
+        pending = sorted((r for r in rows.values() if r.answered and not r.stored), key=lambda r: r.position)
+        carried: GatewayTurn | None = None  # the previous answer, appended by this call's own step
+        for row in pending:  # answers still being stored
+            if row is pending[-1] and self.writes.take((sid, row.position)):
+                carried = await table.at(sid, row.position)
+                if carried is None or carried.answer is None:  # cannot be: the row was just read as answered
+                    raise ApiError(503, "not_ready", f"the answer at {row.position} of {sid} cannot be read; retry")
+                break
             try:
                 rows[row.position] = await self._answer_stored(table, sid, row)
             except ApiError as error:
@@ -130,7 +141,8 @@ class Gateway:
                 break  # the session takes no more: the step moves the whole conversation to a new one
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         try:
-            prepared = await self._step(sid, conversation.turns[first:], chains)
+            prepared = await self._step(sid, conversation.turns[first:], chains, carried,
+                                        skip={p for p, r in rows.items() if r.stored})
         except ApiError as error:
             if error.code not in ENDED:
                 raise
@@ -200,13 +212,23 @@ class Gateway:
 
     # --- storing and planning ------------------------------------------------------------
 
-    async def _step(self, sid: str, turns: list[Turn], chains: list[str]) -> Any:
+    async def _step(self, sid: str, turns: list[Turn], chains: list[str], carried: GatewayTurn | None = None,
+                    skip: set[int] | None = None) -> Any:
         """Append ``turns`` (the conversation's last ones) and get the bounded request. The step is
         keyed by the turns it appends (a copy of the call appends nothing twice) and each item by
-        its own chain digest (a retry that appends a different batch skips what is stored)."""
+        its own chain digest (a retry that appends a different batch skips what is stored).
+        ``carried``: the answer row among them, appended as its row holds it (recall rounds
+        included) with its usage, in place of the agent's copy of it. ``skip``: positions stored
+        already (an answer stored from its row while the turns before it were not marked)."""
         first = len(chains) - len(turns)
-        items: list[tuple[ItemIn, dict]] = [(item_in(turn, chains[first + n]), turn.extras or {})
-                                            for n, turn in enumerate(turns) if turn.kind != "system" or n + first]
+        items: list[tuple[ItemIn, dict]] = []
+        for n, turn in enumerate(turns):
+            if skip and first + n in skip:
+                continue
+            if carried is not None and first + n == carried.position:
+                items += answer_items(carried)
+            elif turn.kind != "system" or n + first:
+                items.append((item_in(turn, chains[first + n]), turn.extras or {}))
         if not items:  # everything is stored (a call sent again after its upstream failed): only the request
             result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
                                                       StepRequest())
@@ -215,7 +237,8 @@ class Gateway:
         key = f"gw-{hashlib.sha256((batch[0] + batch[-1]).encode()).hexdigest()[:48]}"
         incoming = await external_items(self.be, sid, items, key)
         digest = json_digest(batch)
-        request = StepRequest(items=incoming.items, step_id=key, digest=digest)
+        usage = answer_usage(self.be, carried) if carried is not None else None
+        request = StepRequest(items=incoming.items, step_id=key, digest=digest, usage=usage)
         result = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
                                       update_id=update_id("step", key, digest))
         return result.request
@@ -253,7 +276,8 @@ class Gateway:
 
     def _store_later(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
         if not row.stored:
-            self.writes.start((sid, row.position), lambda: store_answer_row(self.be, table, sid, row))
+            self.writes.start((sid, row.position), lambda: store_answer_row(self.be, table, sid, row),
+                              delay=CARRY_SECONDS)
 
     async def _answer_stored(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> GatewayTurn:
         """``row`` (an answer row) once its items are in the session: this process's write waited
