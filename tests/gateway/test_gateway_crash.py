@@ -87,6 +87,19 @@ def test_a_call_cut_by_an_api_kill_is_stored_once_when_retried(gateway: str, gat
             api.wait(10)
 
 
+def answered_then_killed(settings: Settings, upstream: ScriptedUpstream, port: int, body: dict) -> httpx.Response:
+    """One gateway call to an API process of its own, SIGKILLed the moment the answer is in
+    (the answer's background write waiting, running or done)."""
+    api = start_api(settings, upstream, port)
+    try:
+        ready(f"http://127.0.0.1:{port}", api)
+        return httpx.post(f"http://127.0.0.1:{port}/gateway/openai/v1/chat/completions", json=body,
+                          headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+    finally:
+        os.killpg(api.pid, signal.SIGKILL)
+        api.wait(10)
+
+
 def _send_ignoring_errors(base: str, body: dict, headers: dict) -> None:
     try:
         httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=60)
@@ -107,13 +120,9 @@ def test_an_api_killed_right_after_answering_loses_nothing(gateway: str, gateway
     headers = {"Authorization": f"Bearer {TOKEN}"}
     messages = [{"role": "system", "content": "You survive crashes."},
                 {"role": "user", "content": f"question {uuid.uuid4().hex}"}]
-    api = start_api(gateway_settings, upstream, port)
+    first = answered_then_killed(gateway_settings, upstream, port, {"model": name, "messages": messages})
+    api: subprocess.Popen | None = None
     try:
-        ready(base, api)
-        first = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json={"model": name, "messages": messages},
-                           headers=headers, timeout=60)
-        os.killpg(api.pid, signal.SIGKILL)  # the moment the answer is in
-        api.wait(10)
         assert first.status_code == 200, first.text
         assert first.json()["choices"][0]["message"]["content"] == "first answer"
         api = start_api(gateway_settings, upstream, port)
@@ -131,7 +140,7 @@ def test_an_api_killed_right_after_answering_loses_nothing(gateway: str, gateway
         status = httpx.get(f"{base}/v1/sessions/{sid}/status", headers=headers, timeout=30).json()
         assert status["usage"]["calls"] == 2 and len(upstream.of(name)) == 2
     finally:
-        if api.poll() is None:
+        if api is not None and api.poll() is None:
             os.killpg(api.pid, signal.SIGKILL)
             api.wait(10)
 
@@ -146,13 +155,9 @@ def test_the_last_answer_of_an_api_killed_right_after_answering_reaches_the_sess
     base = f"http://127.0.0.1:{port}"
     headers = {"Authorization": f"Bearer {TOKEN}"}
     messages = [{"role": "system", "content": "You end."}, {"role": "user", "content": f"final {uuid.uuid4().hex}"}]
-    api = start_api(gateway_settings, upstream, port)
+    answered = answered_then_killed(gateway_settings, upstream, port, {"model": name, "messages": messages})
+    api: subprocess.Popen | None = None
     try:
-        ready(base, api)
-        answered = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json={"model": name, "messages": messages},
-                              headers=headers, timeout=60)
-        os.killpg(api.pid, signal.SIGKILL)  # the moment the answer is in
-        api.wait(10)
         assert answered.status_code == 200, answered.text
         sid = answered.headers["x-lanes-session"]
         api = start_api(gateway_settings, upstream, port, sweep_seconds=1)
@@ -167,6 +172,6 @@ def test_the_last_answer_of_an_api_killed_right_after_answering_reaches_the_sess
         status = httpx.get(f"{base}/v1/sessions/{sid}/status", headers=headers, timeout=30).json()
         assert status["usage"]["calls"] == 1 and len(upstream.of(name)) == 1
     finally:
-        if api.poll() is None:
+        if api is not None and api.poll() is None:
             os.killpg(api.pid, signal.SIGKILL)
             api.wait(10)
