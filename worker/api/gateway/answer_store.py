@@ -113,8 +113,6 @@ async def sweep_forever(be: Backend, writes: AnswerWrites, every: float) -> None
         await asyncio.sleep(every)
         try:
             await sweep(be, writes, every)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
+        except Exception as error:  # cancellation (a BaseException) ends the loop
             log.warning("gateway: the sweep of unstored answers failed (%s: %s); it runs again in %gs",
                         type(error).__name__, error, every)

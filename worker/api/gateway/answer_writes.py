@@ -28,7 +28,7 @@ Key = tuple[str, int]  # (session, position of the answer row)
 
 @dataclass
 class _Write:
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] = field(init=False)  # set once made: the task runs this entry
     wake: asyncio.Event = field(default_factory=asyncio.Event)  # begin now, delay or not
     begun: bool = False
 
@@ -71,7 +71,7 @@ class AnswerWrites:
         """The write of ``key`` handed to the caller, who stores the answer itself, when it has
         not begun (True); False when there is none or it has begun (``wait`` for it then)."""
         entry = self._writes.get(key)
-        if entry is None or entry.begun or entry.task is None:
+        if entry is None or entry.begun:
             return False
         del self._writes[key]
         entry.task.cancel()
@@ -82,7 +82,7 @@ class AnswerWrites:
         there is none (none ran here, or it has finished: the caller reads the row to know
         whether it stored the answer)."""
         entry = self._writes.get(key)
-        if entry is None or entry.task is None:
+        if entry is None:
             return False
         entry.wake.set()
         await asyncio.shield(entry.task)  # a cancelled caller leaves the write running
@@ -102,6 +102,6 @@ class AnswerWrites:
     async def _finish(entries: list[_Write], seconds: float | None = None) -> None:
         for entry in entries:
             entry.wake.set()
-        tasks = [entry.task for entry in entries if entry.task is not None]
+        tasks = [entry.task for entry in entries]
         if tasks:
             await asyncio.wait(tasks, timeout=seconds)  # never cancels them, even when the caller is

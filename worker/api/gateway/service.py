@@ -142,7 +142,7 @@ class Gateway:
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         try:
             prepared = await self._step(sid, conversation.turns[first:], chains, carried,
-                                        skip={p for p, r in rows.items() if r.stored})
+                                        skip={p for p in range(first, len(chains)) if rows[p].stored})
         except ApiError as error:
             if error.code not in ENDED:
                 raise
