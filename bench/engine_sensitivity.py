@@ -27,7 +27,7 @@ from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_file
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
 from worker.replay.policies import BEFORE_COST_PROFILE
 from worker.replay.simulator import default_jobs, engine_config, largest_first, replay_paths
-from workflows.context import FALLBACK_PROFILE, NAMES_PROFILE
+from workflows.context import CHECKPOINT_PROFILE, FALLBACK_PROFILE, NAMES_INDEX_PROFILE
 
 # (label, options); options may depend on the budget (a callable of it)
 Variant = tuple[str, dict | Callable[[int], dict]]
@@ -35,8 +35,10 @@ VARIANTS: list[Variant] = [
     ("engine defaults", {}),
     # as sessions ran before the cost profile (issue 16), and its two halves
     ("before the cost profile", BEFORE_COST_PROFILE),
-    ("names only (fallback as before)", {k: BEFORE_COST_PROFILE[k] for k in FALLBACK_PROFILE}),
-    ("fallback profile only (no names)", {k: BEFORE_COST_PROFILE[k] for k in NAMES_PROFILE}),
+    ("checkpoint profile only (fallback as before)", {k: BEFORE_COST_PROFILE[k] for k in FALLBACK_PROFILE}),
+    ("fallback profile only (checkpoint as before)", {k: BEFORE_COST_PROFILE[k] for k in CHECKPOINT_PROFILE}),
+    # as sessions started between issue 16 and issue 29 ran: the checkpoint lists 192 names
+    ("with the names index (before issue 29)", NAMES_INDEX_PROFILE),
     # one knob of the profile back at its previous value
     ("compact_at_ratio=1", {"compact_at_ratio": 1.0}),
     ("compact_at_ratio=0.8", {"compact_at_ratio": 0.8}),
@@ -44,7 +46,6 @@ VARIANTS: list[Variant] = [
     ("target_ratio=0.6", {"target_ratio": 0.6}),
     ("protected_groups=4", {"protected_groups": 4}),
     ("protected_groups=1", {"protected_groups": 1}),
-    ("checkpoint_names=96", {"checkpoint_names": 96}),
     ("preview_share=0.5", {"preview_share": 0.5}),
     ("checkpoint_tokens=1200", {"checkpoint_tokens": 1200}),
     ("cache_aware_sweep=False", {"cache_aware_sweep": False}),

@@ -1,6 +1,6 @@
 """What archived items named stays in the checkpoint (issue 16, part 2): the worker's name
-extractor (activities/item_names.py), the checkpoint's bounded list, and the fallback with
-the cost profile a new session runs."""
+extractor (activities/item_names.py), the checkpoint's bounded list (sessions started before
+issue 29; new ones list none), and the fallback with the cost profile a new session runs."""
 
 from __future__ import annotations
 
@@ -88,8 +88,10 @@ def test_names_are_shed_oldest_first_to_fit_the_cap_and_anchors_go_before_the_la
     assert listed == [f"module_{seq:02d}.py" for seq in range(40, 40 - len(listed), -1)]
 
 
-def _session_with_names(profile: bool) -> Sim:
-    options = cost_profile(llm_condensation=False) if profile else {}
+def _session_with_names(profile: bool, names_index: bool = False) -> Sim:
+    """``profile``: the cost profile of a new session; ``names_index``: as sessions started
+    before issue 29 ran it (the checkpoint lists names)."""
+    options = cost_profile(llm_condensation=False, names_index=names_index) if profile else {}
     sim = Sim(budget_tokens=6_000, llm_condensation=False, **options)
     sim.system()
     sim.user("fix the failing test")
@@ -104,18 +106,39 @@ def _session_with_names(profile: bool) -> Sim:
     return sim
 
 
-def test_with_the_profile_the_checkpoint_names_what_archived_turns_worked_on():
-    sim = _session_with_names(profile=True)
+def _checkpoint(sim: Sim) -> str:
+    return next(m["content"] for m in sim.messages(sim.request()) if "[Context checkpoint]" in m["content"])
+
+
+def test_with_the_names_index_the_checkpoint_names_what_archived_turns_worked_on():
+    """Sessions started before issue 29 keep listing names (their runs replay as recorded)."""
+    sim = _session_with_names(profile=True, names_index=True)
     state = sim.state
     archived = [i for i in sim.archived.values() if i.kind == Kind.ASSISTANT.value]
     assert archived, "the session compacted"
-    checkpoint = next(m["content"] for m in sim.messages(sim.request()) if "[Context checkpoint]" in m["content"])
+    checkpoint = _checkpoint(sim)
     newest = max(archived, key=lambda i: i.seq)
     assert newest.names[0] in checkpoint and newest.names[1] in checkpoint
     assert state.checkpoint.names[0] in (newest.names[0], newest.names[1])
     # without the profile the same session's checkpoint lists none of them
     plain = _session_with_names(profile=False)
     assert "Files and symbols" not in json.dumps(plain.messages(plain.request()))
+
+
+def test_a_new_session_lists_no_names_and_gives_their_room_to_recallable_addresses():
+    """A bare name is no content the model can act on; the addresses of archived outputs are
+    (one recall reads each back). The same session, with the names index and without: no
+    name list, and more addresses in a checkpoint under the same cap."""
+    listed = _session_with_names(profile=True, names_index=True)
+    plain = _session_with_names(profile=True)
+    assert plain.state.config.checkpoint_names == 0 and listed.state.config.checkpoint_names == 192
+    with_index, without = _checkpoint(listed), _checkpoint(plain)
+    assert "Files and symbols" in with_index and "Files and symbols" not in without
+    assert without.count("observation://") > with_index.count("observation://")
+    # a name of an archived output is in the request only where content carries it
+    request = json.dumps(plain.messages(plain.request()))
+    archived_names = {n for i in plain.archived.values() if i.kind == Kind.ASSISTANT.value for n in i.names}
+    assert archived_names and not all(name in request for name in archived_names)
 
 
 def test_with_the_profile_the_fallback_compacts_at_its_soft_limit_and_aims_lower():

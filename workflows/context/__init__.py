@@ -12,7 +12,14 @@ from workflows.context.budget import scan_capability_tokens, scan_working_set_to
 from workflows.context.checkpoint import NAMES_HEADER
 from workflows.context.classify import classify_tool, git_subcommand
 from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
-from workflows.context.config import FALLBACK_PROFILE, NAMES_PROFILE, EngineConfig, GeneratedRole, cost_profile
+from workflows.context.config import (
+    CHECKPOINT_PROFILE,
+    FALLBACK_PROFILE,
+    NAMES_INDEX_PROFILE,
+    EngineConfig,
+    GeneratedRole,
+    cost_profile,
+)
 from workflows.context.content import ItemContent, ToolCall
 from workflows.context.errors import EngineError, IncompleteCoverageError
 from workflows.context.formats.anthropic_request import anthropic_tools
@@ -63,11 +70,11 @@ from workflows.context.usage import (
 
 __all__ = [
     "ApplyResult", "anthropic_tools", "responses_tools", "CallUsage", "CompactionPlan", "ContextReport",
-    "ENTRY_CHARS", "EngineConfig",
+    "CHECKPOINT_PROFILE", "ENTRY_CHARS", "EngineConfig",
     "EngineError", "Entries", "FALLBACK_PROFILE", "FormatError", "FormattedRequest", "GENERATED_KINDS",
     "GeneratedRole", "INLINE_TEXT_LIMIT", "IncompleteCoverageError", "Item", "ItemContent", "ItemReport",
     "Kind", "MAIN_LANE", "MAX_SUBMIT_CHARS", "MAX_WORKFLOW_TOOL_ARGUMENTS", "MemoryDoc", "ModelPrice",
-    "NAMES_HEADER", "NAMES_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
+    "NAMES_HEADER", "NAMES_INDEX_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
     "RequestRenderer", "SCHEME", "SECTIONS", "SECTION_ENTRIES", "SharedEntry", "ToolCall", "ToolClass",
     "UsageCounts", "UsageTotals", "add_counts", "budget_ratio", "check_pin", "classify_tool", "cost_profile",
     "cost_units", "counts_of", "engine", "external_observation_id", "format_request", "from_responses_items",

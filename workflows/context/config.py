@@ -149,19 +149,26 @@ class EngineConfig(BaseModel):
 
 # What new sessions run with (the workflows apply it behind workflow.patched("cost-profile"),
 # so that sessions started before keep the values they were recorded with). Chosen with
-# bench/engine_sensitivity.py on the recorded sessions for cost at equal fidelity (issue 16):
-# the checkpoint lists what archived items named, so compactions can cut deeper and earlier.
-NAMES_PROFILE: dict[str, int | float] = {
-    "checkpoint_names": 192, "checkpoint_tokens": 1600,  # more of the checkpoint is names
+# bench/engine_sensitivity.py on the recorded sessions for cost (issue 16).
+CHECKPOINT_PROFILE: dict[str, int | float] = {
+    "checkpoint_tokens": 1600,  # a larger checkpoint: more addresses of archived outputs
     "preview_share": 0.25,  # a large output enters as a shorter head and tail
 }
+# Sessions started between issue 16 and issue 29 (workflows/lane.py: patch no-names-index)
+# also listed up to 192 paths and symbols of archived items in the checkpoint. A bare name
+# is no content the model can act on, and the list took the room of observation addresses
+# it could recall: without it the recorded sessions miss fewer names at every budget, at the
+# same cost (bench/engine_sensitivity.py, bench/results/README.md).
+NAMES_INDEX_PROFILE: dict[str, int | float] = {"checkpoint_names": 192}
 # Only without LLM condensation (a condensation has its own trigger and target).
 FALLBACK_PROFILE: dict[str, int | float] = {
     "compact_at_ratio": 0.75, "target_ratio": 0.3, "protected_groups": 2,
 }
 
 
-def cost_profile(llm_condensation: bool) -> dict[str, int | float]:
-    """The EngineConfig values a new session runs with besides the field defaults."""
-    return dict(NAMES_PROFILE) if llm_condensation else {**NAMES_PROFILE, **FALLBACK_PROFILE}
+def cost_profile(llm_condensation: bool, names_index: bool = False) -> dict[str, int | float]:
+    """The EngineConfig values a new session runs with besides the field defaults
+    (``names_index``: as sessions started before issue 29 ran, NAMES_INDEX_PROFILE)."""
+    profile = dict(CHECKPOINT_PROFILE) if llm_condensation else {**CHECKPOINT_PROFILE, **FALLBACK_PROFILE}
+    return {**profile, **NAMES_INDEX_PROFILE} if names_index else profile
 
