@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -46,6 +47,9 @@ MEASURED_PROJECTIONS = (
     Projection.MINIMAL_REFERENCE,
 )
 DIGEST_CHARS = 100
+CALL_CHARS = 80  # of one line of Item.calls (the checkpoint clips it there too)
+MAX_CALLS = 16  # lines per item (workflow state holds metadata only); later calls get none
+FENCED = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)  # a fenced block: (language, body)
 ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
 
 
@@ -69,6 +73,34 @@ def digest_of(content: ItemContent) -> str:
     return line if len(line) <= DIGEST_CHARS else line[: DIGEST_CHARS - 1] + "…"
 
 
+def call_lines(content: ItemContent) -> list[str]:
+    """One short line per tool call (``Item.calls``): its name and its arguments' values, as
+    an agent reads a call (``Read src/app.py``, ``bash grep -n parse src/cli.py``), not JSON.
+    An agent that writes its action in its prose (mini-swe-agent's one fenced command per
+    turn) gets the last fenced block as its one call."""
+    if content.tool_calls:
+        return [_call_line(call.name, call.arguments) for call in content.tool_calls[:MAX_CALLS]]
+    blocks = FENCED.findall(content.text)
+    return [_clipped(f"{blocks[-1][0]} {blocks[-1][1]}")] if blocks else []
+
+
+def _call_line(name: str, arguments: str) -> str:
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        parsed = arguments
+    if isinstance(parsed, dict):
+        values = " ".join(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in parsed.values())
+    else:
+        values = parsed if isinstance(parsed, str) else json.dumps(parsed, ensure_ascii=False)
+    return _clipped(f"{name} {values}")
+
+
+def _clipped(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= CALL_CHARS else line[: CALL_CHARS - 1] + "…"
+
+
 def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None,
             recall: RecallStyle = "tool") -> dict[Projection, int]:
     """Token cost of the item in every projection the planner may choose, measured on
@@ -86,7 +118,7 @@ def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str
                 recall: RecallStyle = "tool") -> Item:
     """The item with its size, digest and measured costs filled in."""
     return item_with(item, size_chars=len(content.text), digest=digest_of(content), names=names_of(content),
-                     tokens=measure(item, content, preview_chars, model, recall))
+                     calls=call_lines(content), tokens=measure(item, content, preview_chars, model, recall))
 
 
 def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,

@@ -49,9 +49,9 @@ RULES_2_PATCH = "engine-rules-2"
 # New sessions run with config.cost_profile (issue 16). Only at a session's start: it changes
 # the preview size items are measured with, so a restored run keeps its session's values.
 COST_PROFILE_PATCH = "cost-profile"
-# Sessions started since list no names of archived items in the checkpoint (issue 29,
-# config.NAMES_INDEX_PROFILE); also only at a session's start.
-NO_NAMES_INDEX_PATCH = "no-names-index"
+# Sessions started since list no names of archived items in the checkpoint, and show each
+# archived output's call (issue 29, config.NAMES_INDEX_PROFILE); also only at a session's start.
+CHECKPOINT_CONTENT_PATCH = "checkpoint-content"
 # Sessions started since tell their model of compactions (EngineConfig.budget_notice); also
 # only at a session's start, so a restored run keeps what its session started with.
 BUDGET_NOTICE_PATCH = "budget-notice"
@@ -74,10 +74,12 @@ def patched_engine_options() -> dict[str, bool | int]:
 def new_session_profile(llm_condensation: bool, budget_notice: bool = False) -> dict[str, int | float | bool]:
     """The EngineConfig values a session started now runs with besides the defaults
     (``budget_notice``: the session wants the budget notice; Temporal is asked only then)."""
-    notice: dict[str, int | float | bool] = {"budget_notice": True} if budget_notice and workflow.patched(BUDGET_NOTICE_PATCH) else {}
+    notice: dict[str, int | float | bool] = {}
+    if budget_notice and workflow.patched(BUDGET_NOTICE_PATCH):
+        notice["budget_notice"] = True
     if not workflow.patched(COST_PROFILE_PATCH):
         return notice
-    return {**notice, **cost_profile(llm_condensation, names_index=not workflow.patched(NO_NAMES_INDEX_PATCH))}
+    return {**notice, **cost_profile(llm_condensation, names_index=not workflow.patched(CHECKPOINT_CONTENT_PATCH))}
 
 
 def session_engine_config(cfg: SessionConfig, tool_definition_tokens: int,

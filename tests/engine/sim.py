@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from activities.item_names import names_of
+from activities.items import call_lines
 from workflows.context import engine as E
 from workflows.context.items import Item, Kind, Projection
 
@@ -49,6 +50,8 @@ class Sim:
         item_id = fields.pop("id", f"{kind[:3]}-{self.seq}")
         if self.state.config.checkpoint_names and kind != Kind.CAPABILITY.value:
             fields.setdefault("names", names_of(content))  # as activities.items.finish_item
+        if kind == Kind.ASSISTANT.value:
+            fields.setdefault("calls", call_lines(content))  # as activities.items.finish_item
         item = Item(id=item_id, seq=self.seq, kind=kind, role=role, size_chars=len(content.text), **fields)
         item.tokens = {p: count_tokens(E.item_message(item, content, p, self.preview)) for p in MEASURED}
         self.contents[item_id] = content

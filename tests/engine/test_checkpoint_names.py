@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from activities.item_names import MAX_NAME_CHARS, MAX_NAMES, names_of
+from activities.items import CALL_CHARS, MAX_CALLS, call_lines
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
 from workflows.context.checkpoint import (
@@ -139,6 +140,45 @@ def test_a_new_session_lists_no_names_and_gives_their_room_to_recallable_address
     request = json.dumps(plain.messages(plain.request()))
     archived_names = {n for i in plain.archived.values() if i.kind == Kind.ASSISTANT.value for n in i.names}
     assert archived_names and not all(name in request for name in archived_names)
+
+
+def _observation_lines(checkpoint: str) -> list[str]:
+    return [line for line in checkpoint.splitlines() if line.startswith("- observation://")]
+
+
+def test_a_new_sessions_checkpoint_shows_each_archived_output_beside_the_call_that_made_it():
+    """Which address holds which file: every listed output names its own call (the one its
+    tool result answered), so the model can recall the right one instead of re-running it."""
+    sim = _session_with_names(profile=True)
+    assert sim.state.config.checkpoint_calls
+    lines = _observation_lines(_checkpoint(sim))
+    assert len(lines) > 3, "the session archived outputs"
+    by_address = {item.observation_id: item for item in sim.added.values() if item.observation_id}
+    call_of = {call.id: call for content in sim.contents.values() for call in content.tool_calls}
+    for line in lines:
+        address = line.split("observation://")[1].split(" ")[0]
+        output = by_address[address]
+        command = json.loads(call_of[output.tool_call_ids[0]].arguments)["command"]
+        assert f"— bash {command} → " in line, line
+    # sessions started before issue 29: the tool name and the output's digest only
+    older = _observation_lines(_checkpoint(_session_with_names(profile=True, names_index=True)))
+    assert older and not any(" → " in line for line in older)
+
+
+def test_call_lines_read_as_the_agent_wrote_the_call():
+    calls = [ToolCall(id=f"c{n}", name="Read", arguments=json.dumps({"file_path": f"/src/m{n}.py", "limit": 20}))
+             for n in range(MAX_CALLS + 3)]
+    assert call_lines(ItemContent(text="reading", tool_calls=calls[:2])) == ["Read /src/m0.py 20", "Read /src/m1.py 20"]
+    assert len(call_lines(ItemContent(text="", tool_calls=calls))) == MAX_CALLS  # bounded metadata
+    odd = [ToolCall(id="x", name="bash", arguments="not json {"), ToolCall(id="y", name="ls", arguments="")]
+    assert call_lines(ItemContent(text="", tool_calls=odd)) == ["bash not json {", "ls"]
+    long = call_lines(ItemContent(text="", tool_calls=[ToolCall(id="z", name="bash", arguments=json.dumps(
+        {"command": "echo " + "x" * 500}))]))[0]
+    assert len(long) == CALL_CHARS and long.endswith("…")
+    # an agent writing its command in prose: the last fenced block, on one line
+    prose = "THOUGHT: look first.\n\n```bash\nls src\n```\nthen\n```bash\ngrep -n \"def main\"\n  src/app.py\n```"
+    assert call_lines(ItemContent(text=prose)) == ['bash grep -n "def main" src/app.py']
+    assert call_lines(ItemContent(text="no command here")) == []
 
 
 def test_with_the_profile_the_fallback_compacts_at_its_soft_limit_and_aims_lower():

@@ -218,9 +218,10 @@ async def main(names: list[str]) -> None:
             # budget notice and bounded active episodes of new sessions
             "one-write-hosted": lambda: hosted(client, queue, "one-write-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
             "one-write-external": lambda: external_steps(client, queue, "one-write-external"),
-            # issue 29: new sessions' checkpoints list no names (patch no-names-index)
-            "no-names-index-hosted": lambda: hosted(client, queue, "no-names-index-hosted", LONG_TRAJECTORY,
-                                                    budget_tokens=4_000),
+            # issue 29: new sessions' checkpoints list no names, and show each archived output's
+            # call (patch checkpoint-content)
+            "checkpoint-content-hosted": lambda: hosted(client, queue, "checkpoint-content-hosted", LONG_TRAJECTORY,
+                                                        budget_tokens=4_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

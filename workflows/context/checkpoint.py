@@ -30,6 +30,7 @@ MAX_EPISODES = 10
 MAX_ANCHORS = 4
 MAX_EPISODE_OBSERVATIONS = 6
 LINE_CHARS = 200
+CALL_CHARS = 80  # of a call beside an observation address (the rest of the line: its digest)
 NAME_CHARS = 80
 NAMES_SHED = 8  # names are left out in steps of this many when the checkpoint is over its cap
 
@@ -42,6 +43,7 @@ class ObservationNote(BaseModel):
     digest: str
     seq: int
     chars: int
+    call: str = ""  # the call whose output it is (EngineConfig.checkpoint_calls)
 
 
 class EpisodeNote(BaseModel):
@@ -78,16 +80,17 @@ class CheckpointData(BaseModel):
     def covers(self, seq: int) -> bool:
         return self.first_seq is not None and self.first_seq <= seq <= (self.last_seq or seq)
 
-    def record_item(self, item: Item, max_names: int = 0) -> None:
+    def record_item(self, item: Item, max_names: int = 0, call: str = "") -> None:
         """Account for one archived lane item (its address and prose digest, if any, and up to
-        ``max_names`` of the names archived items mentioned, the most recent first)."""
+        ``max_names`` of the names archived items mentioned, the most recent first; ``call``:
+        the call whose output it is)."""
         self.first_seq = item.seq if self.first_seq is None else min(self.first_seq, item.seq)
         self.last_seq = item.seq if self.last_seq is None else max(self.last_seq, item.seq)
         self.archived_items += 1
         if item.observation_id:
             note = ObservationNote(
                 obs_id=item.observation_id, tool=item.tool_name or item.kind, digest=clip(item.digest, 120),
-                seq=item.seq, chars=item.size_chars,
+                seq=item.seq, chars=item.size_chars, call=clip(call, CALL_CHARS),
             )
             self.observations.append(note)
             self.observations.sort(key=lambda n: (-n.seq, n.obs_id))
@@ -181,12 +184,14 @@ def _episode_lines(note: EpisodeNote) -> list[str]:
 
 
 def _observation_line(note: ObservationNote) -> str:
-    return _observation_line_of(note.obs_id, note.tool, note.digest, note.seq, note.chars)
+    return _observation_line_of(note.obs_id, note.tool, note.digest, note.seq, note.chars, note.call)
 
 
 @lru_cache(maxsize=4096)  # a compaction renders the same references once per archived unit
-def _observation_line_of(obs_id: str, tool: str, digest: str, seq: int, chars: int) -> str:
+def _observation_line_of(obs_id: str, tool: str, digest: str, seq: int, chars: int, call: str = "") -> str:
     what = f" {digest}" if digest else ""
+    if call:  # the call names the tool: "Read src/app.py → <digest>"
+        return clip(f"- {SCHEME}{obs_id} — {call} →{what} (seq {seq}, {chars} chars)", LINE_CHARS)
     return clip(f"- {SCHEME}{obs_id} — {tool}{what} (seq {seq}, {chars} chars)", LINE_CHARS)
 
 

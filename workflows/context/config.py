@@ -66,6 +66,10 @@ class EngineConfig(BaseModel):
     # The checkpoint also lists the paths and code symbols archived items mentioned
     # (Item.names), most recent first: what the archived turns worked on stays in view.
     checkpoint_names: int = Field(default=0, ge=0)  # how many (0: none)
+    # The checkpoint's line for an archived tool output also shows the call that produced it
+    # (Item.calls of its assistant turn: ``Read src/app.py → <the output's digest>``): the
+    # model sees which address holds which file or command's output, and recalls that one.
+    checkpoint_calls: bool = False
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     preview_share: float = Field(default=0.5, gt=0, le=1)  # the derived preview: chars = share × budget
     protected_groups: int = Field(default=4, ge=1)
@@ -150,23 +154,24 @@ class EngineConfig(BaseModel):
 # What new sessions run with (the workflows apply it behind workflow.patched("cost-profile"),
 # so that sessions started before keep the values they were recorded with). Chosen with
 # bench/engine_sensitivity.py on the recorded sessions for cost (issue 16).
-CHECKPOINT_PROFILE: dict[str, int | float] = {
+CHECKPOINT_PROFILE: dict[str, int | float | bool] = {
     "checkpoint_tokens": 1600,  # a larger checkpoint: more addresses of archived outputs
     "preview_share": 0.25,  # a large output enters as a shorter head and tail
+    "checkpoint_calls": True,  # each address with the call whose output it holds (issue 29)
 }
-# Sessions started between issue 16 and issue 29 (workflows/lane.py: patch no-names-index)
-# also listed up to 192 paths and symbols of archived items in the checkpoint. A bare name
-# is no content the model can act on, and the list took the room of observation addresses
-# it could recall: without it the recorded sessions miss fewer names at every budget, at the
-# same cost (bench/engine_sensitivity.py, bench/results/README.md).
-NAMES_INDEX_PROFILE: dict[str, int | float] = {"checkpoint_names": 192}
+# Sessions started between issue 16 and issue 29 (workflows/lane.py: patch checkpoint-content)
+# listed up to 192 paths and symbols of archived items in the checkpoint instead, and showed
+# no calls. A bare name is no content the model can act on, and the list took the room of
+# observation addresses it could recall: without it the recorded sessions miss fewer names at
+# every budget, at the same cost (bench/engine_sensitivity.py, bench/results/README.md).
+NAMES_INDEX_PROFILE: dict[str, int | float | bool] = {"checkpoint_names": 192, "checkpoint_calls": False}
 # Only without LLM condensation (a condensation has its own trigger and target).
-FALLBACK_PROFILE: dict[str, int | float] = {
+FALLBACK_PROFILE: dict[str, int | float | bool] = {
     "compact_at_ratio": 0.75, "target_ratio": 0.3, "protected_groups": 2,
 }
 
 
-def cost_profile(llm_condensation: bool, names_index: bool = False) -> dict[str, int | float]:
+def cost_profile(llm_condensation: bool, names_index: bool = False) -> dict[str, int | float | bool]:
     """The EngineConfig values a new session runs with besides the field defaults
     (``names_index``: as sessions started before issue 29 ran, NAMES_INDEX_PROFILE)."""
     profile = dict(CHECKPOINT_PROFILE) if llm_condensation else {**CHECKPOINT_PROFILE, **FALLBACK_PROFILE}

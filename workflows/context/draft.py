@@ -77,6 +77,7 @@ class Draft:
         self.lane_tokens = facts.tokens
         shown = facts.shown_groups
         self._lane: list[Item] | None = None
+        self._calls: dict[str, str] | None = None  # _call_of's index
         # passes._referenceable's last candidates and the protected groups they are for
         self.referenceable: tuple[set[int], list[Item]] | None = None
         # the configured window (ledger.protected_groups: a pure function of the state, which a
@@ -207,9 +208,19 @@ class Draft:
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, reason)
-        self.checkpoint.record_item(item, self.config.checkpoint_names)
+        self.checkpoint.record_item(item, self.config.checkpoint_names, self._call_of(item))
         self.checkpoint_changed = True
         self.invalidate()
+
+    def _call_of(self, item: Item) -> str:
+        """The call a tool output answers, as its assistant turn's ``Item.calls`` says
+        (``EngineConfig.checkpoint_calls``; "" when off, unknown or no tool output)."""
+        if not self.config.checkpoint_calls or item.observation_id is None or len(item.tool_call_ids) != 1:
+            return ""
+        if self._calls is None:  # call id -> its line, from the lane's assistant turns (built once)
+            self._calls = {call_id: line for turn in self.lane if turn.calls
+                           for call_id, line in zip(turn.tool_call_ids, turn.calls, strict=False)}
+        return self._calls.get(item.tool_call_ids[0], "")
 
     def roll_into_summary(self, item: Item) -> None:
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, "pass3:rolled-into-summary")

@@ -96,6 +96,9 @@ class Item:
     # The paths and code symbols the content mentions (the caller supplies them, at most a few):
     # a checkpoint lists those of archived items (EngineConfig.checkpoint_names).
     names: list[str] = field(default_factory=list)
+    # An assistant turn's tool calls, one short line each, in the order of ``tool_call_ids``
+    # (the caller supplies them): the checkpoint names the call beside an archived output's address.
+    calls: list[str] = field(default_factory=list)
     terminal: bool = False  # the final assistant answer of an ended task (set by end_task)
 
     def cost(self, projection: Projection | None = None) -> int:
