@@ -41,6 +41,8 @@ class ActivitySettings(Protocol):
     @property
     def store_outage_seconds(self) -> float: ...
     @property
+    def db_pool_size(self) -> int: ...
+    @property
     def prices(self) -> dict[str, ModelPrice]: ...
 
 
@@ -53,9 +55,10 @@ class StoreSource:
     """The worker's one :class:`Store`, opened on first use on the loop the activities run on
     (the worker is built before its loop runs them) and opened again if it was closed."""
 
-    def __init__(self, database_url: str | None, retry_for: float = 15.0) -> None:
+    def __init__(self, database_url: str | None, retry_for: float = 15.0, pool_size: int = 10) -> None:
         self.database_url = database_url
         self.retry_for = retry_for
+        self.pool_size = pool_size
         self._store: Store | None = None
         self._opening: asyncio.Task[Store] | None = None
 
@@ -68,7 +71,8 @@ class StoreSource:
             return store
         pending = self._opening
         if pending is None or pending.get_loop() is not loop:
-            pending = self._opening = loop.create_task(Store.open(self.database_url, retry_for=self.retry_for))
+            pending = self._opening = loop.create_task(Store.open(self.database_url, retry_for=self.retry_for,
+                                                                max_size=self.pool_size))
         try:
             self._store = await asyncio.shield(pending)  # a cancelled caller does not cancel the open
         finally:
@@ -83,7 +87,8 @@ class StoreSource:
 
 
 def store_source(settings: ActivitySettings) -> StoreSource:
-    return StoreSource(settings.database_url, retry_for=settings.store_outage_seconds)
+    return StoreSource(settings.database_url, retry_for=settings.store_outage_seconds,
+                       pool_size=settings.db_pool_size)
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,14 @@ class Settings(BaseSettings):
     store_outage_seconds: float = Field(240.0, gt=0, validation_alias=_env("LANES_STORE_OUTAGE_SECONDS"))
     # how long a stopping worker lets in-flight activities finish
     shutdown_grace_seconds: float = Field(30.0, ge=0, validation_alias=_env("LANES_SHUTDOWN_GRACE_SECONDS"))
+    # What one worker process takes on at once (deploy/README.md §6 gives the figures behind
+    # each default): workflow tasks it runs, activities (model calls, tools, stores) in
+    # flight, sessions whose state it keeps in memory between turns, and connections to
+    # PostgreSQL (each worker and API process has a pool of its own).
+    max_concurrent_workflow_tasks: int = Field(100, ge=1, validation_alias=_env("LANES_MAX_CONCURRENT_WORKFLOW_TASKS"))
+    max_concurrent_activities: int = Field(100, ge=1, validation_alias=_env("LANES_MAX_CONCURRENT_ACTIVITIES"))
+    max_cached_workflows: int = Field(1000, ge=0, validation_alias=_env("LANES_MAX_CACHED_WORKFLOWS"))
+    db_pool_size: int = Field(10, ge=1, validation_alias=_env("LANES_DB_POOL_SIZE"))
 
     data_dir: Path = Field(default_factory=lambda: Path.cwd() / ".lanes",
                            validation_alias=_env("LANES_DATA_DIR"))

@@ -114,6 +114,13 @@ async def connect(settings: Settings, *, tracer_provider: TracerProvider | None 
     )
 
 
+def concurrency(settings: Settings) -> dict[str, int]:
+    """The worker's share of the work at once (LANES_MAX_CONCURRENT_*, LANES_MAX_CACHED_WORKFLOWS)."""
+    return {"max_concurrent_workflow_tasks": settings.max_concurrent_workflow_tasks,
+            "max_concurrent_activities": settings.max_concurrent_activities,
+            "max_cached_workflows": settings.max_cached_workflows}
+
+
 def build_worker(client: Client, settings: Settings, **options: Any) -> LanesWorker:
     stores = store_source(settings)
     return LanesWorker(
@@ -125,7 +132,7 @@ def build_worker(client: Client, settings: Settings, **options: Any) -> LanesWor
         interceptors=[ConciseFailures()],  # failures that fit history, traces in the worker's log
         # Let in-flight activities finish on SIGTERM before the worker goes away.
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),
-        **options,
+        **{**concurrency(settings), **options},
     )
 
 

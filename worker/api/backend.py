@@ -116,7 +116,7 @@ class Backend:
                 try:
                     self._store = await asyncio.wait_for(Store.open(
                         self.settings.database_url, retry_for=STORE_RETRY_SECONDS,
-                        connect_timeout=STORE_CONNECT_TIMEOUT), CONNECT_TIMEOUT)
+                        connect_timeout=STORE_CONNECT_TIMEOUT, max_size=self.settings.db_pool_size), CONNECT_TIMEOUT)
                 except Exception as exc:
                     log.warning("cannot reach PostgreSQL at %s: %r", redact_url(self.settings.database_url), exc)
                     raise store_unavailable() from None
