@@ -1,6 +1,8 @@
 """Throughput as hosted sessions pile up: 1, 16, 64 and 128 sessions at once on one worker.
 
     .venv/bin/python bench/scale.py [--levels 1,16,64,128] [--budget 16000]
+    .venv/bin/python bench/scale.py --workers 1,2,3 --levels 96 --model-seconds 1 \
+        --worker-env LANES_MAX_CONCURRENT_ACTIVITIES=16     # does throughput add up across workers?
 
 Starts a throwaway local stack (Temporal dev server, PostgreSQL), one worker in a process of its
 own (``python -m worker.worker``, as deployed, default settings) and one replay model server
@@ -18,6 +20,12 @@ has made its last model call. Per level:
   task timeouts and failed tasks.
 
 Writes ``bench/results/scale.json`` and the ``scale`` block of ``bench/results/README.md``.
+
+``--workers 1,2,3`` runs the levels once per worker count, that many worker processes on one
+task queue (CPU per turn: all of them), and writes ``scale-workers.json`` and its block
+instead; ``--model-seconds S`` makes the replay model take S seconds per answer (a provider's
+latency: sessions then wait on the model, each call holding one activity slot of a worker);
+``--worker-env KEY=VALUE`` sets a worker setting (LANES_MAX_CONCURRENT_ACTIVITIES, ...).
 
 What it cannot see: a real provider's latency (the replay model answers at once, so the
 machinery is all a turn waits for, and more sessions queue on it than a real model would
@@ -48,7 +56,7 @@ from temporalio.client import Client
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker import sessions
-from worker.local.stack import Stack
+from worker.local.stack import Stack, kill_process
 from worker.replay.simulator import percentile
 from worker.settings import Settings
 from worker.worker import connect
@@ -68,10 +76,10 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / TICKS
 
 
-def processes(stack: Stack, worker_pid: int) -> dict[str, list[int]]:
+def processes(stack: Stack, worker_pids: list[int]) -> dict[str, list[int]]:
     """The pids of each process the turns run through (PostgreSQL: its server and every process
     it started, backends included)."""
-    found: dict[str, list[int]] = {"worker": [worker_pid], "temporal": [], "postgres": []}
+    found: dict[str, list[int]] = {"worker": list(worker_pids), "temporal": [], "postgres": []}
     data, parents = str(stack.data_dir), {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -184,27 +192,47 @@ async def histories(client: Client, session_ids: list[str]) -> dict[str, int]:
     return totals
 
 
+async def start_workers(stack: Stack, count: int, env: dict[str, str]) -> tuple[str, list[Any]]:
+    """``count`` worker processes polling one new task queue, once each is ready."""
+    queue = f"scale-{uuid.uuid4().hex[:6]}"
+    names = [f"worker-{queue}-{n}" for n in range(count)]
+    procs = [stack.spawn(name, [sys.executable, "-m", "worker.worker"], {**env, "LANES_TASK_QUEUE": queue})
+             for name in names]
+    for name in names:
+        await worker_ready(stack.data_dir / "logs" / f"{name}.log")
+    return queue, procs
+
+
 async def run(args: argparse.Namespace, stack: Stack) -> dict[str, Any]:
     levels = [int(n) for n in args.levels.split(",")]
+    counts = [int(n) for n in args.workers.split(",")]
+    env = dict(pair.split("=", 1) for pair in args.worker_env)
     files = pick(args.root, max(levels))
-    queue = f"scale-{uuid.uuid4().hex[:6]}"
-    proc = stack.spawn("worker", [sys.executable, "-m", "worker.worker"], {"LANES_TASK_QUEUE": queue})
-    await worker_ready(stack.data_dir / "logs" / "worker.log")
     client = await connect(Settings(temporal_address=stack.temporal_address))
     results = []
     with model_server(files, "process") as root_url:
-        warm = await run_level(client, queue, root_url, files[:2], args.budget, processes(stack, proc.pid))
-        print(f"warm-up: {warm['turns']} turns", file=sys.stderr)
-        for level in levels:
-            result = await run_level(client, queue, root_url, files[:level], args.budget, processes(stack, proc.pid))
-            result["load_average_1m"] = machine()["load_average_1m"]
-            results.append(result)
-            print(f"{level} sessions: {result['turns_per_second']} turns/s, p50 {result['turn_ms_p50']} ms, "
-                  f"cpu/turn {result['cpu_ms_per_turn']}", file=sys.stderr)
+        if args.model_seconds:  # every answer held that long: the replay server's "timeout" fault
+            httpx.post(f"{root_url}/admin/faults", json={"mode": "timeout", "count": -1,
+                                                         "delay_seconds": args.model_seconds}).raise_for_status()
+        for count in counts:
+            queue, procs = await start_workers(stack, count, env)
+            pids = [proc.pid for proc in procs]
+            warm = await run_level(client, queue, root_url, files[:2], args.budget, processes(stack, pids))
+            print(f"warm-up: {warm['turns']} turns", file=sys.stderr)
+            for level in levels:
+                result = await run_level(client, queue, root_url, files[:level], args.budget, processes(stack, pids))
+                result["workers"] = count
+                result["load_average_1m"] = machine()["load_average_1m"]
+                results.append(result)
+                print(f"{count} worker(s), {level} sessions: {result['turns_per_second']} turns/s, p50 "
+                      f"{result['turn_ms_p50']} ms, cpu/turn {result['cpu_ms_per_turn']}", file=sys.stderr)
+            for proc in procs:
+                kill_process(proc)
     best = max(r["turns_per_second"] or 0 for r in results)
     for r in results:
         r["throughput_of_best"] = round((r["turns_per_second"] or 0) / best, 3)
     return {"driver": "bench/scale.py", "budget": args.budget, "levels": results, "machine": machine(),
+            "model_seconds": args.model_seconds, "worker_env": env,
             "sources": sources_digest(), "recordings": [Path(p).name for p in files]}
 
 
@@ -235,21 +263,63 @@ Cannot see: a real model's latency (with it, sessions wait on the model, not on 
 tools that do work, several hosts."""
 
 
+WORKERS_HEADER = ("| workers | sessions | turns | turns/s | of 1 worker | turn ms p50 / p99 | worker CPU ms/turn "
+                  "| Temporal CPU ms/turn | PostgreSQL CPU ms/turn | task timeouts |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def workers_block(result: dict[str, Any]) -> str:
+    levels = result["levels"]
+    one = {r["sessions"]: r["turns_per_second"] or 0 for r in levels if r["workers"] == 1}
+    rows = "\n".join(
+        f"| {r['workers']} | {r['sessions']} | {r['turns']:,} | {r['turns_per_second']} | "
+        f"{(r['turns_per_second'] or 0) / one[r['sessions']]:.2f}x | {r['turn_ms_p50']} / {r['turn_ms_p99']} | "
+        f"{r['cpu_ms_per_turn']['worker']} | {r['cpu_ms_per_turn']['temporal']} | {r['cpu_ms_per_turn']['postgres']} | "
+        f"{r['workflow_task_timeouts']} |" for r in levels if r["sessions"] in one)
+    env = ", ".join(f"`{k}={v}`" for k, v in result["worker_env"].items()) or "default settings"
+    m = result["machine"]
+    command = (f"bench/scale.py --workers {','.join(sorted({str(r['workers']) for r in levels}))} --levels "
+               f"{','.join(sorted({str(r['sessions']) for r in levels}, key=int))} "
+               f"--model-seconds {result['model_seconds']:g}")
+    return f"""## Scale across workers: does throughput add up? (`bench/scale.py --workers`)
+
+`.venv/bin/python {command}` with {env}: the same hosted sessions (recorded sessions of 8-60
+model calls, {result['budget']:,}-token budget) run by 1, 2, ... worker processes on one task queue,
+against a replay model that takes {result["model_seconds"]:g} s per answer (a provider's latency: each
+model call holds one activity slot of a worker for that long). Temporal's dev server and PostgreSQL
+share the same {m['cpus']} CPUs. CPU per turn: every worker process together.
+
+{WORKERS_HEADER}
+{rows}
+
+Cannot see: several hosts (the workers share these cores with Temporal and PostgreSQL, so only a
+run whose turns wait on the model, not on CPU, can show workers adding up here), a real
+provider's rate limits."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--levels", default="1,16,64,128")
     parser.add_argument("--budget", type=int, default=16_000)
     parser.add_argument("--root", default=str(DEFAULT_TRAJECTORY_ROOT))
+    parser.add_argument("--workers", default="1", help="worker counts, comma-separated (each runs every level)")
+    parser.add_argument("--model-seconds", type=float, default=0.0, help="the replay model's time per answer")
+    parser.add_argument("--worker-env", action="append", default=[], metavar="KEY=VALUE", help="a worker setting")
     parser.add_argument("--out", type=Path, help="write the result here only (not the committed results)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lanes-scale-") as tmp, Stack(Path(tmp)) as stack:
         result = asyncio.run(run(args, stack))
+    workers = "," in args.workers or args.workers != "1"
+    block = workers_block(result) if workers else readme_block(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")
+    elif workers:
+        write_json("scale-workers.json", result)
+        update_block("scale-workers", block)
     else:
         write_json("scale.json", result)
-        update_block("scale", readme_block(result))
-    print(readme_block(result))
+        update_block("scale", block)
+    print(block)
 
 
 if __name__ == "__main__":
