@@ -101,7 +101,7 @@ class Settings(BaseSettings):
     # flight, sessions whose state it keeps in memory between turns, and connections to
     # PostgreSQL (each worker and API process has a pool of its own).
     max_concurrent_workflow_tasks: int = Field(100, ge=1, validation_alias=_env("LANES_MAX_CONCURRENT_WORKFLOW_TASKS"))
-    max_concurrent_activities: int = Field(100, ge=1, validation_alias=_env("LANES_MAX_CONCURRENT_ACTIVITIES"))
+    max_concurrent_activities: int = Field(200, ge=1, validation_alias=_env("LANES_MAX_CONCURRENT_ACTIVITIES"))
     max_cached_workflows: int = Field(1000, ge=0, validation_alias=_env("LANES_MAX_CACHED_WORKFLOWS"))
     db_pool_size: int = Field(10, ge=1, validation_alias=_env("LANES_DB_POOL_SIZE"))
 
