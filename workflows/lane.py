@@ -43,7 +43,8 @@ with workflow.unsafe.imports_passed_through():
 # (EngineConfig option -> workflow.patched id). Decided once per run, in this order.
 ENGINE_PATCHES = {"cache_aware_sweep": "cache-aware-sweep", "sweep_never_grows": "sweep-never-grows",
                   "concluded_in_markers": "concluded-episode-markers", "sweep_keeps_markers": "sweep-keeps-markers",
-                  "bound_active_episodes": "bound-active-episodes", "roll_kept_when_unfit": "roll-kept-when-unfit"}
+                  "bound_active_episodes": "bound-active-episodes", "roll_kept_when_unfit": "roll-kept-when-unfit",
+                  "shrink_newest_group": "shrink-newest-group"}
 # The budget guarantee and the spec's remaining rules (EngineConfig.rules_version 2).
 RULES_2_PATCH = "engine-rules-2"
 # New sessions run with config.cost_profile (issue 16). Only at a session's start: it changes

@@ -12,6 +12,7 @@ import pytest
 
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
+from workflows.context.config import cost_profile
 from workflows.context.items import Lifecycle, Projection
 
 
@@ -243,3 +244,43 @@ def test_many_large_tool_calls_share_the_preview_when_bounded():
     answer = sim.assistant("", calls, observation_id="obs-many")
     assert answer.projection == Projection.COMPACT
     assert answer.cost() <= sim.state.config.max_item_tokens
+
+
+def _parallel_reads(**options) -> Sim:
+    """One turn of eight parallel file reads at 8,000 tokens (issue 29): each enters as a head
+    and tail of about 1,000 tokens, and together they are more than the budget holds."""
+    sim = Sim(budget_tokens=8_000, llm_condensation=False, **cost_profile(llm_condensation=False), **options)
+    sim.system()
+    sim.user("read the modules and fix the parser")
+    E.begin_task(sim.state, "task-1")
+    calls = [("Read", json.dumps({"file_path": f"/src/m{n}.py"})) for n in range(8)]
+    turn = sim.assistant("Reading the eight modules.", calls)
+    for n, call_id in enumerate(turn.tool_call_ids):
+        sim.tool(call_id, big(20_000, f"def parse_{n}"), name="Read", arguments=calls[n][1])
+    sim.compact_if_needed()
+    return sim
+
+
+def test_a_turn_of_parallel_reads_too_large_together_is_sent_with_the_fewest_outputs_referenced():
+    sim = _parallel_reads()
+    plans = E.plan_fitting(sim.state)
+    last = plans[-1]
+    assert last.fits and last.total_tokens <= last.budget and last.ladder == E.OVERFLOW_LADDER[-1]
+    outputs = {entry.item_id: entry.projection for entry in last.entries
+               if sim.state.items[entry.item_id].kind == "tool_result"}
+    referenced = [item_id for item_id, projection in outputs.items() if projection == Projection.REFERENCE]
+    assert len(outputs) == 8 and 1 <= len(referenced) < 4  # as few as it takes: most stay in view
+    # one fewer reference would not fit: the saving of the smallest one chosen is needed
+    smallest = min(sim.state.items[i].cost(Projection.COMPACT) - sim.state.items[i].cost(Projection.REFERENCE)
+                   for i in referenced)
+    assert last.total_tokens + smallest > last.budget
+    # each referenced output stays recallable at its address; the state itself is unchanged
+    assert all(sim.state.items[i].observation_id for i in referenced)
+    assert all(sim.state.items[i].projection == Projection.COMPACT for i in outputs)
+    messages = json.dumps(sim.messages(last))
+    assert all(f"observation://{sim.state.items[i].observation_id}" in messages for i in referenced)
+
+
+def test_runs_recorded_before_refuse_the_turn_of_parallel_reads():
+    plans = E.plan_fitting(_parallel_reads(shrink_newest_group=False).state)
+    assert not plans[-1].fits and "protected items alone need" in plans[-1].reason

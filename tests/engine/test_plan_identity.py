@@ -30,7 +30,8 @@ RECORDED = {
 
 
 # EngineConfig flags of fixes made after the digests were recorded, and their value then
-AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "roll_kept_when_unfit": False}
+AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "roll_kept_when_unfit": False,
+               "shrink_newest_group": False}
 # Fields added since, left out of the hashed dumps: the sessions below leave them at their
 # defaults (no item names, no calls shown; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.

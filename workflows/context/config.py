@@ -59,6 +59,11 @@ class EngineConfig(BaseModel):
     # pass 3 keeps verbatim into the rolling summary, oldest first, all but the current submission,
     # before a request is refused as unfit (passes.roll_kept_user_messages).
     roll_kept_when_unfit: bool = True
+    # The last rung of the overflow ladder, when even it does not fit, shows the newest turn's
+    # own tool outputs as references (largest first, only as many as it takes), each recallable
+    # at its address: eight parallel file reads whose previews together outgrow an 8,000-token
+    # budget are sent, not refused (request_plan.py).
+    shrink_newest_group: bool = True
     # The first compaction of each task adds a short notice at the end of the history telling
     # the model what was compacted, its budget and how to read archived output back
     # (notice.py): an agent that cannot see its own budget is surprised by compaction.

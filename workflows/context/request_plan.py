@@ -264,8 +264,10 @@ def _scan(state: ContextState, reuse: dict[str, PlanEntry]) -> plan_cache.PlanCa
     )
 
 
-def plan_request_reference(state: ContextState, ladder: Projection = Projection.FULL) -> RequestPlan:
-    """The plan by a full scan of the working set: O(n), the definition of ``plan_request``."""
+def plan_request_reference(state: ContextState, ladder: Projection = Projection.FULL,
+                           shrunk: dict[str, Projection] | None = None) -> RequestPlan:
+    """The plan by a full scan of the working set: O(n), the definition of ``plan_request``
+    (``shrunk``: items shown otherwise, ``_shrink_newest``)."""
     if ladder not in OVERFLOW_LADDER:
         raise ValueError(f"ladder must be full, reference or minimal-reference, got {ladder.value!r}")
     preview = state.config.effective_preview_chars
@@ -277,9 +279,10 @@ def plan_request_reference(state: ContextState, ladder: Projection = Projection.
     conversation = capabilities = 0
     memory_end = state.stable_len + state.memory_len
     step = [i for i in state.items.values() if is_step_capability(i)]
+    shrunk = shrunk or {}
     for position, item_id in enumerate(state.order):
         item = state.items[item_id]
-        projection = _laddered(item, ladder, newest)
+        projection = shrunk.get(item_id) or _laddered(item, ladder, newest)
         if projection == Projection.OMITTED or item.lifecycle == Lifecycle.ARCHIVED:
             continue
         tokens = cost_of(item, projection, preview)
@@ -303,8 +306,37 @@ def plan_request_reference(state: ContextState, ladder: Projection = Projection.
         total_tokens=conversation, capability_tokens=capabilities, budget=limit, fits=fits,
     )
     if not fits:
+        if ladder == OVERFLOW_LADDER[-1] and not shrunk and (smaller := _shrink_newest(state, plan)):
+            return plan_request_reference(state, ladder, smaller)
         plan.reason = _why_not(state, plan, ladder, newest)
     return plan
+
+
+def _shrink_newest(state: ContextState, plan: RequestPlan) -> dict[str, Projection]:
+    """The newest turn's tool outputs to show as references so that ``plan`` (the last rung,
+    over budget) fits: largest saving first, as few as it takes; none when even all of them
+    would not do (``EngineConfig.shrink_newest_group``). Each stays recallable at its address."""
+    if not state.config.shrink_newest_group or state.newest_group is None:
+        return {}
+    preview, over = state.config.effective_preview_chars, plan.total_tokens - plan.budget
+    shown = {entry.item_id: entry for entry in plan.entries}
+    savings = []
+    for item_id, entry in shown.items():
+        item = state.items.get(item_id)
+        if (item is None or item.group != state.newest_group or not item.observation_id or not is_tool_output(item)
+                or item.lifecycle == Lifecycle.PINNED or _RANK[entry.projection] >= _RANK[Projection.REFERENCE]):
+            continue
+        saving = entry.tokens - cost_of(item, Projection.REFERENCE, preview)
+        if saving > 0:
+            savings.append((saving, item.seq, item_id))
+    savings.sort(key=lambda s: (-s[0], s[1]))
+    chosen: dict[str, Projection] = {}
+    for saving, _, item_id in savings:
+        if over <= 0:
+            break
+        chosen[item_id] = Projection.REFERENCE
+        over -= saving
+    return chosen if over <= 0 else {}
 
 
 def plan_fitting(state: ContextState, start: int = 0) -> list[RequestPlan]:
