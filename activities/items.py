@@ -35,6 +35,7 @@ from workflows.context import (
     item_to_json,
     item_with,
 )
+from workflows.context.checkpoint import CALL_CHARS  # one line of Item.calls: as long as the checkpoint shows it
 from workflows.contract import rejections
 from workflows.contract.failures import ITEMS_CONFLICT
 from workflows.contract.items import GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput
@@ -47,7 +48,6 @@ MEASURED_PROJECTIONS = (
     Projection.MINIMAL_REFERENCE,
 )
 DIGEST_CHARS = 100
-CALL_CHARS = 80  # of one line of Item.calls (the checkpoint clips it there too)
 MAX_CALLS = 16  # lines per item (workflow state holds metadata only); later calls get none
 FENCED = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)  # a fenced block: (language, body)
 ROLE_OF_KIND = {"system": "system", "user": "user", "assistant": "assistant", "tool_result": "tool"}
