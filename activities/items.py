@@ -97,7 +97,8 @@ def _call_line(name: str, arguments: str) -> str:
 
 
 def _clipped(line: str) -> str:
-    line = " ".join(line.split())
+    # a decoded JSON string may hold lone surrogates ("\ud800"), which no payload can carry
+    line = " ".join(line.encode("utf-8", "replace").decode("utf-8").split())
     return line if len(line) <= CALL_CHARS else line[: CALL_CHARS - 1] + "…"
 
 

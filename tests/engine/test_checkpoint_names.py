@@ -179,6 +179,10 @@ def test_call_lines_read_as_the_agent_wrote_the_call():
     prose = "THOUGHT: look first.\n\n```bash\nls src\n```\nthen\n```bash\ngrep -n \"def main\"\n  src/app.py\n```"
     assert call_lines(ItemContent(text=prose)) == ['bash grep -n "def main" src/app.py']
     assert call_lines(ItemContent(text="no command here")) == []
+    # a hostile call: a lone surrogate in its decoded arguments never reaches a payload
+    hostile = ToolCall(id="s", name="bash", arguments=json.dumps({"command": "echo \ud800 done"}))
+    line = call_lines(ItemContent(text="", tool_calls=[hostile]))[0]
+    assert line.encode("utf-8") and line.startswith("bash echo ") and line.endswith(" done")
 
 
 def test_with_the_profile_the_fallback_compacts_at_its_soft_limit_and_aims_lower():
