@@ -23,6 +23,7 @@ from activities.store_errors import ItemConflict, ObservationNotFound
 from activities.store_rows import EventRow, ItemRow
 from activities.tokens import count_text_message_tokens
 from workflows.context import (
+    CALL_CHARS,  # one line of Item.calls: as long as the checkpoint shows it
     Item,
     ItemContent,
     Kind,
@@ -35,7 +36,6 @@ from workflows.context import (
     item_to_json,
     item_with,
 )
-from workflows.context.checkpoint import CALL_CHARS  # one line of Item.calls: as long as the checkpoint shows it
 from workflows.contract import rejections
 from workflows.contract.failures import ITEMS_CONFLICT
 from workflows.contract.items import GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from workflows.context import engine, ids
 from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
-from workflows.context.checkpoint import NAMES_HEADER
+from workflows.context.checkpoint import CALL_CHARS, NAMES_HEADER
 from workflows.context.classify import classify_tool, git_subcommand
 from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejection
 from workflows.context.config import (
@@ -70,7 +70,7 @@ from workflows.context.usage import (
 
 __all__ = [
     "ApplyResult", "anthropic_tools", "responses_tools", "CallUsage", "CompactionPlan", "ContextReport",
-    "CHECKPOINT_PROFILE", "ENTRY_CHARS", "EngineConfig",
+    "CALL_CHARS", "CHECKPOINT_PROFILE", "ENTRY_CHARS", "EngineConfig",
     "EngineError", "Entries", "FALLBACK_PROFILE", "FormatError", "FormattedRequest", "GENERATED_KINDS",
     "GeneratedRole", "INLINE_TEXT_LIMIT", "IncompleteCoverageError", "Item", "ItemContent", "ItemReport",
     "Kind", "MAIN_LANE", "MAX_SUBMIT_CHARS", "MAX_WORKFLOW_TOOL_ARGUMENTS", "MemoryDoc", "ModelPrice",
