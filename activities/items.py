@@ -30,6 +30,7 @@ from workflows.context import (
     Projection,
     RecallStyle,
     classify_tool,
+    clip,
     ids,
     item_from_json,
     item_message,
@@ -69,8 +70,7 @@ def digest_of(content: ItemContent) -> str:
     if content.images:  # what the summary says of a message its images went with
         count = len(content.images)
         line = f"{line} [{count} image{'s' if count > 1 else ''}]".strip()
-    line = " ".join(line.split())
-    return line if len(line) <= DIGEST_CHARS else line[: DIGEST_CHARS - 1] + "…"
+    return clip(line, DIGEST_CHARS)
 
 
 def call_lines(content: ItemContent) -> list[str]:
@@ -98,8 +98,7 @@ def _call_line(name: str, arguments: str) -> str:
 
 def _clipped(line: str) -> str:
     # a decoded JSON string may hold lone surrogates ("\ud800"), which no payload can carry
-    line = " ".join(line.encode("utf-8", "replace").decode("utf-8").split())
-    return line if len(line) <= CALL_CHARS else line[: CALL_CHARS - 1] + "…"
+    return clip(line.encode("utf-8", "replace").decode("utf-8"), CALL_CHARS)
 
 
 def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None,

@@ -53,6 +53,7 @@ from workflows.context.render import Entries, Rendered, item_message, render_mes
 from workflows.context.render_cache import RequestRenderer
 from workflows.context.report import ContextReport, ItemReport
 from workflows.context.request_plan import plan_request_reference
+from workflows.context.text import clip
 from workflows.context.usage import (
     RATIO_MAX,
     CallUsage,
@@ -76,7 +77,7 @@ __all__ = [
     "Kind", "MAIN_LANE", "MAX_SUBMIT_CHARS", "MAX_WORKFLOW_TOOL_ARGUMENTS", "MemoryDoc", "ModelPrice",
     "NAMES_HEADER", "NAMES_INDEX_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
     "RequestRenderer", "SCHEME", "SECTIONS", "SECTION_ENTRIES", "SharedEntry", "ToolCall", "ToolClass",
-    "UsageCounts", "UsageTotals", "add_counts", "budget_ratio", "check_pin", "classify_tool", "cost_profile",
+    "UsageCounts", "UsageTotals", "add_counts", "budget_ratio", "check_pin", "classify_tool", "clip", "cost_profile",
     "cost_units", "counts_of", "engine", "external_observation_id", "format_request", "from_responses_items",
     "git_subcommand", "ids", "is_tool_output", "item_from_json", "item_message",
     "item_to_json", "item_with", "known_window", "memory_text", "normalized",
