@@ -268,14 +268,19 @@ WORKERS_HEADER = ("| workers | sessions | turns | turns/s | of 1 worker | turn m
                   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
+def against_one_worker(levels: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """Each level of a ``--workers`` run with its throughput over one worker's at as many sessions."""
+    one = {r["sessions"]: r["turns_per_second"] or 0 for r in levels if r["workers"] == 1}
+    return [(r, (r["turns_per_second"] or 0) / one[r["sessions"]]) for r in levels if one.get(r["sessions"])]
+
+
 def workers_block(result: dict[str, Any]) -> str:
     levels = result["levels"]
-    one = {r["sessions"]: r["turns_per_second"] or 0 for r in levels if r["workers"] == 1}
     rows = "\n".join(
         f"| {r['workers']} | {r['sessions']} | {r['turns']:,} | {r['turns_per_second']} | "
-        f"{(r['turns_per_second'] or 0) / one[r['sessions']]:.2f}x | {r['turn_ms_p50']} / {r['turn_ms_p99']} | "
+        f"{ratio:.2f}x | {r['turn_ms_p50']} / {r['turn_ms_p99']} | "
         f"{r['cpu_ms_per_turn']['worker']} | {r['cpu_ms_per_turn']['temporal']} | {r['cpu_ms_per_turn']['postgres']} | "
-        f"{r['workflow_task_timeouts']} |" for r in levels if r["sessions"] in one)
+        f"{r['workflow_task_timeouts']} |" for r, ratio in against_one_worker(levels))
     env = ", ".join(f"`{k}={v}`" for k, v in result["worker_env"].items()) or "default settings"
     m = result["machine"]
     command = (f"bench/scale.py --workers {','.join(sorted({str(r['workers']) for r in levels}))} --levels "
@@ -309,7 +314,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lanes-scale-") as tmp, Stack(Path(tmp)) as stack:
         result = asyncio.run(run(args, stack))
-    workers = "," in args.workers or args.workers != "1"
+    workers = args.workers != "1"
     block = workers_block(result) if workers else readme_block(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=1) + "\n")

@@ -31,6 +31,7 @@ import sys
 from typing import Any
 
 from _results import RESULTS, update_block
+from scale import against_one_worker
 
 UTILISATION = 0.7  # of a core a process is planned at: headroom for bursts and replays
 MIB_PER_CACHED_SESSION = 0.9  # deploy/README.md §5: 0.5-0.9 MiB per cached SessionWorkflow
@@ -70,10 +71,8 @@ def block(rows: list[dict[str, Any]], cpu: dict[str, float], slots: int, workers
     one_core = UTILISATION / cpu["worker"]
     checked = ""
     if workers:
-        levels = workers["levels"]
-        base = {r["sessions"]: r["turns_per_second"] for r in levels if r["workers"] == 1}
-        ratios = ", ".join(f"{r['workers']} workers {r['turns_per_second'] / base[r['sessions']]:.2f}x"
-                           for r in levels if r["workers"] > 1 and r["sessions"] in base)
+        ratios = ", ".join(f"{r['workers']} workers {ratio:.2f}x"
+                           for r, ratio in against_one_worker(workers["levels"]) if r["workers"] > 1)
         checked = (f"\n\nChecked by the multi-worker run (block `scale-workers`, model {workers['model_seconds']:g} s per "
                    f"answer, {', '.join(f'{k}={v}' for k, v in workers['worker_env'].items())}): throughput against one "
                    f"worker: {ratios}.")

@@ -319,9 +319,9 @@ def _shrink_newest(state: ContextState, plan: RequestPlan) -> dict[str, Projecti
     if not state.config.shrink_newest_group or state.newest_group is None:
         return {}
     preview, over = state.config.effective_preview_chars, plan.total_tokens - plan.budget
-    shown = {entry.item_id: entry for entry in plan.entries}
     savings = []
-    for item_id, entry in shown.items():
+    for entry in plan.entries:
+        item_id = entry.item_id
         item = state.items.get(item_id)
         if (item is None or item.group != state.newest_group or not item.observation_id or not is_tool_output(item)
                 or item.lifecycle == Lifecycle.PINNED or _RANK[entry.projection] >= _RANK[Projection.REFERENCE]):
