@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -39,7 +40,7 @@ from workflows.context import (
 )
 from workflows.contract import rejections
 from workflows.contract.failures import ITEMS_CONFLICT
-from workflows.contract.items import GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput
+from workflows.contract.items import GeneratedItem, GeneratedItemsInput, IngestItemsInput, MeasureTextsInput, StoreTextInput
 from workflows.contract.session import ExternalItem
 
 MEASURED_PROJECTIONS = (
@@ -260,9 +261,17 @@ def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
     return item_from_json(row.content["meta"]), ItemContent.model_validate(row.content["content"])
 
 
-async def load_items(store: Store, session_id: str, item_ids: list[str]) -> tuple[dict[str, Item], dict[str, ItemContent]]:
-    """Items and their content; only those this worker has not stored or loaded lately are read."""
-    loaded = store.recent_items.get(session_id, item_ids)
+def generated_pair(generated: GeneratedItem) -> tuple[Item, ItemContent]:
+    """A generated item and its content, as ``store_generated_items`` stores them."""
+    return as_stored(item_with(generated.item, seq=generated.number), ItemContent(text=generated.text))
+
+
+async def load_items(store: Store, session_id: str, item_ids: list[str],
+                     given: dict[str, tuple[Item, ItemContent]] | None = None,
+                     ) -> tuple[dict[str, Item], dict[str, ItemContent]]:
+    """Items and their content; only those this worker has not stored or loaded lately are read.
+    ``given``: items whose write may still be running (a step's generated items), as they will be stored."""
+    loaded = {**store.recent_items.get(session_id, item_ids), **(given or {})}
     wanted = [i for i in item_ids if i not in loaded]
     if wanted:
         rows = await store.get_items(session_id, wanted)
@@ -324,7 +333,83 @@ async def _external_extras(store: Store, session_id: str, ext: ExternalItem) -> 
         stored = json.loads(await read_whole(store, session_id, ext.extra_ref))
     except ObservationNotFound:
         raise rejections.invalid_input(f"extra_ref {ext.extra_ref} is not stored for this session") from None
+    return extra_fields(stored)
+
+
+def extra_fields(extras: dict) -> dict:
+    """The content fields of an item's extras, as stored (``_external_extras`` reads them back)."""
+    stored = json.loads(json.dumps(extras, ensure_ascii=False, sort_keys=True))
     return {name: stored[name] for name in EXTRA_FIELDS if stored.get(name)}
+
+
+def external_content(ext: ExternalItem, text: str | None, fields: dict) -> ItemContent:
+    """The content ``ingest_items`` stores for ``ext``: its whole ``text`` (inline or behind its
+    content_ref) and its extras' ``fields`` (``extra_fields``)."""
+    return ItemContent(text=text or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
+                       tool_name=ext.tool_name, **fields)
+
+
+def as_stored(item: Item, content: ItemContent) -> tuple[Item, ItemContent]:
+    """An item and its content as a read of the row storing them returns them."""
+    return item_of(item_row(item, content, ids.MAIN_LANE))  # the lane is not part of what is read back
+
+
+@dataclass
+class _Ingest:
+    """What ``ingest_items`` writes: the rows, the items as measured with their content,
+    the observations archiving their text, the workflow's events and one per item."""
+
+    rows: list[ItemRow]
+    measured: list[tuple[Item, ItemContent]]
+    archives: list[tuple[str, str, str]]
+    events: list[EventRow]
+    item_events: list[EventRow]
+
+
+async def _ingest(store: Store, inp: IngestItemsInput) -> _Ingest:
+    """Read the items' content, check their client ids and measure them (no write)."""
+    count = len(inp.items)
+    item_ids = inp.item_ids or [ids.item_id(inp.lane, inp.first_seq + n) for n in range(count)]
+    obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
+                                      for n in range(count)]
+    calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
+    measured: list[tuple[Item, ItemContent]] = []
+    archives: list[tuple[str, str, str]] = []  # (obs id, item id, text) written with the items
+    texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
+    extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
+    await _check_client_ids(store, inp.session_id, inp.items, item_ids)
+    for offset, ext in enumerate(inp.items):
+        seq = inp.first_seq + offset
+        item_id = item_ids[offset]
+        content = external_content(ext, texts[offset], extras[offset])
+        calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
+        item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
+                    task=inp.task_id)
+        if ext.kind == Kind.ASSISTANT.value:
+            item = item_with(item, group=seq, tool_call_ids=[c.id for c in ext.tool_calls])
+        elif ext.kind == Kind.TOOL_RESULT.value:
+            name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
+            obs_id = ext.content_ref or obs_ids[offset]
+            if ext.content_ref is None:
+                archives.append((obs_id, item_id, content.text))
+            item = item_with(item, tool_name=ext.tool_name or name,
+                             tool_call_ids=[ext.tool_call_id] if ext.tool_call_id else [], exit_code=ext.exit_code,
+                             tool_class=classify_tool(ext.tool_name or name, arguments, ext.exit_code),
+                             observation_id=obs_id)
+        bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
+                               ext.content_ref or obs_ids[offset], inp.recall)
+        if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
+            archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
+        measured.append((bounded, content))
+    rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
+    return _Ingest(rows=rows, measured=[item_of(row) for row in rows], archives=archives,
+                   events=[EventRow(**e.model_dump()) for e in inp.events],
+                   item_events=[item_event(item, inp.lane) for item, _ in measured])
+
+
+def _conflict_error(conflict: ItemConflict) -> ApplicationError:
+    return ApplicationError(str(conflict), {"next_free_seq": conflict.next_free_seq, "ids": conflict.ids[:20]},
+                            type=ITEMS_CONFLICT, non_retryable=True)
 
 
 class ItemActivities(ActivityGroup):
@@ -362,10 +447,7 @@ class ItemActivities(ActivityGroup):
         position they were made at, so they cannot share it.
         """
         runtime = await self.runtime()
-        rows = [
-            item_row(item_with(g.item, seq=g.number), ItemContent(text=g.text), ids.generated_lane(inp.lane))
-            for g in inp.items
-        ]
+        rows = [item_row(*generated_pair(g), ids.generated_lane(inp.lane)) for g in inp.items]
         if not inp.events:
             return await runtime.store.put_items(inp.session_id, rows)
         events = [EventRow(**e.model_dump()) for e in inp.events]
@@ -386,51 +468,32 @@ class ItemActivities(ActivityGroup):
         conflict: their stored metadata is answered.
         """
         store = await self.store()
-        count = len(inp.items)
-        item_ids = inp.item_ids or [ids.item_id(inp.lane, inp.first_seq + n) for n in range(count)]
-        obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
-                                          for n in range(count)]
-        calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
-        measured: list[tuple[Item, ItemContent]] = []
-        archives: list[tuple[str, str, str]] = []  # (obs id, item id, text) written with the items
-        texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
-        extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
-        await _check_client_ids(store, inp.session_id, inp.items, item_ids)
-        for offset, ext in enumerate(inp.items):
-            seq = inp.first_seq + offset
-            item_id = item_ids[offset]
-            content = ItemContent(text=texts[offset] or "", tool_calls=list(ext.tool_calls), tool_call_id=ext.tool_call_id,
-                                  tool_name=ext.tool_name, **extras[offset])
-            calls_by_id.update({c.id: (c.name, c.arguments) for c in ext.tool_calls})
-            item = Item(id=item_id, seq=seq, kind=ext.kind, role=ext.role or ROLE_OF_KIND.get(ext.kind, "user"),
-                        task=inp.task_id)
-            if ext.kind == Kind.ASSISTANT.value:
-                item = item_with(item, group=seq, tool_call_ids=[c.id for c in ext.tool_calls])
-            elif ext.kind == Kind.TOOL_RESULT.value:
-                name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
-                obs_id = ext.content_ref or obs_ids[offset]
-                if ext.content_ref is None:
-                    archives.append((obs_id, item_id, content.text))
-                item = item_with(item, tool_name=ext.tool_name or name,
-                                 tool_call_ids=[ext.tool_call_id] if ext.tool_call_id else [], exit_code=ext.exit_code,
-                                 tool_class=classify_tool(ext.tool_name or name, arguments, ext.exit_code),
-                                 observation_id=obs_id)
-            bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
-                                   ext.content_ref or obs_ids[offset], inp.recall)
-            if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
-                archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
-            measured.append((bounded, content))
-        events = [EventRow(**e.model_dump()) for e in inp.events]
-        rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
+        ingest = await _ingest(store, inp)
         try:
-            inserted = await store.put_items_exactly(inp.session_id, inp.lane, rows,
-                                                     [*events, *(item_event(item, inp.lane) for item, _ in measured)],
-                                                     archives)
+            inserted = await store.put_items_exactly(inp.session_id, inp.lane, ingest.rows,
+                                                     [*ingest.events, *ingest.item_events], ingest.archives)
         except ItemConflict as conflict:
-            raise ApplicationError(str(conflict), {"next_free_seq": conflict.next_free_seq, "ids": conflict.ids[:20]},
-                                   type=ITEMS_CONFLICT, non_retryable=True) from None
-        kept = [item_of(row) for row in rows] if inserted == len(rows) else await _stored_pairs(store, inp.session_id, rows)
+            raise _conflict_error(conflict) from None
+        kept = ingest.measured if inserted == len(ingest.rows) else await _stored_pairs(store, inp.session_id,
+                                                                                        ingest.rows)
         for item, content in kept:
             store.recent_items.put(inp.session_id, item, content)
-        metrics.observe_events(events)
+        metrics.observe_events(ingest.events)
         return [item for item, _ in kept]
+
+    @activity.defn
+    async def measure_items(self, inp: IngestItemsInput) -> list[Item]:
+        """``ingest_items`` without the write: the items as it will store them, refused as it
+        would refuse them (ids taken by other content, a client id another item holds, content
+        not stored), for a step that answers before its write finishes (the write is scheduled
+        with the step's answer: nothing can take the ids in between). Reads only, so a repeat
+        is harmless (a local activity)."""
+        store = await self.store()
+        ingest = await _ingest(store, inp)
+        try:
+            await store.check_items_free(inp.session_id, inp.lane, ingest.rows, ingest.archives)
+        except ItemConflict as conflict:
+            raise _conflict_error(conflict) from None
+        stored = await store.get_items(inp.session_id, [row.item_id for row in ingest.rows])
+        return [item_of(stored[row.item_id])[0] if row.item_id in stored else item
+                for row, (item, _) in zip(ingest.rows, ingest.measured, strict=True)]

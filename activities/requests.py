@@ -23,6 +23,7 @@ from activities.tokens import count_tool_definitions
 from workflows.context import (
     Entries,
     FormattedRequest,
+    Item,
     ItemContent,
     Projection,
     RecallStyle,
@@ -92,15 +93,18 @@ def _tool_tokens(specs: list[dict], model: str) -> int:
 
 async def materialise(store: Store, session_id: str, entries: Entries, *, preview_chars: int, tools: list[str],
                       model: str, stable_prefix_entries: int = 0, tool_set: str | None = None,
-                      recall: RecallStyle = "tool") -> Request:
+                      recall: RecallStyle = "tool", given: dict[str, tuple[Item, ItemContent]] | None = None,
+                      ) -> Request:
     """Load the entries' content, render them, add the tool definitions and count.
 
     ``stable_prefix_entries``: the plan's entries laid out at its last layout change; the
     messages they render alone, as far as they equal the request's own, are its stable prefix.
     ``tool_set``: the agent's own tool definitions (after the catalog's ``tools``).
+    ``given``: items whose write may still be running, as they will be stored (``load_items``).
     Raises LookupError when an entry's item or the tool set is not stored.
     """
-    items, contents = await load_items(store, session_id, list(dict.fromkeys(item_id for item_id, _ in entries)))
+    items, contents = await load_items(store, session_id, list(dict.fromkeys(item_id for item_id, _ in entries)),
+                                       given)
     turns = render_turns(entries, items, contents, preview_chars, recall)
     messages = [turn.message for turn in turns]
     specs = tool_specs(tools) + (await store.get_tool_set(session_id, tool_set) if tool_set else [])

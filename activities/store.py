@@ -126,6 +126,23 @@ def _taken_items(rows: list[ItemRow], stored: list[asyncpg.Record]) -> list[str]
     return taken
 
 
+async def _refuse_taken(c: asyncpg.Connection, session_id: str, lane: str, rows: list[ItemRow],
+                        digests: dict[str, str]) -> None:
+    """Raise :class:`ItemConflict` when an id of ``rows`` (or its lane and seq), or an
+    observation id of ``digests``, holds other content."""
+    stored = await c.fetch(
+        "SELECT item_id, lane, seq, kind, role, content FROM items WHERE session_id = $1"
+        " AND (item_id = ANY($2::text[]) OR (lane = $3 AND seq = ANY($4::bigint[])))",
+        session_id, [r.item_id for r in rows], lane, [r.seq for r in rows])
+    archived = await c.fetch("SELECT obs_id, session_id, sha256 FROM observations WHERE obs_id = ANY($1)",
+                             list(digests))
+    taken = _taken_items(rows, stored) + [
+        o["obs_id"] for o in archived if o["session_id"] != session_id or o["sha256"] != digests[o["obs_id"]]]
+    if taken:
+        top = await c.fetchval("SELECT max(seq) FROM items WHERE session_id = $1 AND lane = $2", session_id, lane)
+        raise ItemConflict(taken, max(top if top is not None else -1, *(r.seq for r in rows)) + 1)
+
+
 # --- the store ----------------------------------------------------------------------
 
 class Store:
@@ -296,18 +313,7 @@ class Store:
             async with c.transaction():
                 # the events' lock (ids in commit order), which also orders two writes of one session
                 await c.execute("SELECT pg_advisory_xact_lock(hashtextextended('lanes.events:' || $1, 0))", session_id)
-                stored = await c.fetch(
-                    "SELECT item_id, lane, seq, kind, role, content FROM items WHERE session_id = $1"
-                    " AND (item_id = ANY($2::text[]) OR (lane = $3 AND seq = ANY($4::bigint[])))",
-                    session_id, [r.item_id for r in rows], lane, [r.seq for r in rows])
-                archived = await c.fetch("SELECT obs_id, session_id, sha256 FROM observations WHERE obs_id = ANY($1)",
-                                         list(digests))
-                taken = _taken_items(rows, stored) + [
-                    o["obs_id"] for o in archived if o["session_id"] != session_id or o["sha256"] != digests[o["obs_id"]]]
-                if taken:
-                    top = await c.fetchval("SELECT max(seq) FROM items WHERE session_id = $1 AND lane = $2",
-                                           session_id, lane)
-                    raise ItemConflict(taken, max(top if top is not None else -1, *(r.seq for r in rows)) + 1)
+                await _refuse_taken(c, session_id, lane, rows, digests)
                 if encoded:
                     await c.execute(
                         """INSERT INTO observations (obs_id, session_id, item_id, text_content, bytes_content,
@@ -338,6 +344,17 @@ class Store:
                 return len(inserted)
 
         return await self._run(write, session_id)
+
+    async def check_items_free(self, session_id: str, lane: str, rows: list[ItemRow],
+                               observations: list[tuple[str, str, str]]) -> None:
+        """Raise :class:`ItemConflict` as ``put_items_exactly`` would for these rows, writing
+        nothing (a write that is to follow, once nothing else can take the ids, must not fail)."""
+        digests = {obs_id: hashlib.sha256(encode_text(text)[0]).hexdigest() for obs_id, _, text in observations}
+
+        async def check(c: asyncpg.Connection) -> None:
+            await _refuse_taken(c, session_id, lane, rows, digests)
+
+        await self._run(check, session_id)
 
     async def _warn_item_conflicts(self, session_id: str, rows: list[ItemRow], new: set[str]) -> None:
         skipped = [r for r in rows if r.item_id not in new]

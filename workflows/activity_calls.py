@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
 # Every activity a worker must register for these workflows: the helpers below call them.
 ACTIVITY_NAMES = frozenset({
     "start_session", "save_checkpoint", "load_checkpoint",
-    "store_text", "store_user_message", "ingest_items", "measure_texts", "store_generated_items",
+    "store_text", "store_user_message", "ingest_items", "measure_items", "measure_texts", "store_generated_items",
     "record_events", "call_model", "run_tool", "condense_with_llm",
     "finish_lane", "record_handoff", "close_lane_episodes", "describe_lanes",
 })
@@ -104,6 +104,14 @@ async def ingest_items(inp: IngestItemsInput, local: bool = False) -> list[Item]
     return await workflow.execute_activity(
         "ingest_items", inp, result_type=list[Item], start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
         summary=summary)
+
+
+async def measure_items(inp: IngestItemsInput) -> list[Item]:
+    """The items as ``ingest_items`` will store them, refused as it would refuse them, with no
+    write: within the workflow task that takes the step (a local activity: reads only)."""
+    return await workflow.execute_local_activity(
+        "measure_items", inp, result_type=list[Item], start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
+        summary=f"measure {len(inp.items)} external items from seq {inp.first_seq}")
 
 
 def conflict_free_seq(error: BaseException) -> int | None:

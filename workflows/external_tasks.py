@@ -26,6 +26,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.usage import record_usage
 
 EXTERNAL_TASK_EVENTS_PATCH = "external-task-events"
+# Since: the items a step's planning generates are stored while the API renders the request
+# from the step's result (workflows/later_writes.py), not before the step answers.
+STEP_WRITES_LATER_PATCH = "step-writes-later"
 
 
 class ExternalTasks:
@@ -50,8 +53,12 @@ class ExternalTasks:
     async def prepare(self, lane: Lane, config: SessionConfig, tools: list[str]) -> PreparedRequest:
         """Compact if needed, then plan the agent's next request within the budget (callers
         hold the lane's lock); refused, typed, when nothing fits."""
-        await lane.compact_if_needed(config.compaction)
-        await lane.assemble()
+        lane.store_generated_later = workflow.patched(STEP_WRITES_LATER_PATCH)
+        try:
+            await lane.compact_if_needed(config.compaction)
+            await lane.assemble()
+        finally:
+            lane.store_generated_later = False
         _, plan = await lane.plan_within_budget()
         # what the provider will count: the conversation, capability context and tool definitions
         self.prepared_tokens = plan.total_tokens + plan.capability_tokens + lane.state.config.tool_definition_tokens
@@ -71,6 +78,8 @@ class ExternalTasks:
             tools=tools,
             tool_set=config.tool_set,
             recall=lane.state.config.recall,
+            generated=lane.later.unstored_generated(),
+            unstored_items=lane.later.unstored_items(),
         )
 
     def events_on(self) -> bool:

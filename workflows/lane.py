@@ -9,7 +9,6 @@ workflow asks for the same writes and the store keeps one of each. Callers hold
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -36,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SessionConfig,
         budget_notice_on,
     )
+    from workflows.later_writes import LaterWrites, SettlingLock
     from workflows.usage import CALIBRATION_RELAXED, UsagePolicy, record_usage
 
 # Engine behaviours that plan other compactions (hence other commands) than the code
@@ -130,7 +130,10 @@ class LoopSettings:
 class Lane:
     def __init__(self, data: LaneState, usage: UsagePolicy | None = None) -> None:
         self.data = data
-        self.lock = asyncio.Lock()
+        # generated items' writes a step did not wait for; taking the lock waits for them
+        self.later = LaterWrites()
+        self.lock = SettlingLock(self.later)
+        self.store_generated_later = False  # while an external step plans (see ExternalTasks.prepare)
         self.usage = usage or UsagePolicy()
         # Events that travel with the lane's next activity (the step's tool call) instead of a
         # record_events of their own; flushed by the end of the step (never carried across runs).
@@ -203,10 +206,12 @@ class Lane:
         stored = await self.store_external(items, self.state.current_task)
         return [engine.add_item(self.state, item) for item in stored]
 
-    async def store_external(self, items: list[ExternalItem], task_id: str | None, local: bool = False) -> list[Item]:
+    async def store_external(self, items: list[ExternalItem], task_id: str | None, local: bool = False,
+                             later: bool = False) -> list[Item]:
         """Items an external agent appended, stored and measured by an activity (not yet
         added to the engine); ``local``: a local activity (steps of runs recorded before
-        STEP_ITEMS_ACTIVITY_PATCH).
+        STEP_ITEMS_ACTIVITY_PATCH); ``later``: measured within this workflow task and stored
+        by a write the step does not wait for (``later_writes``).
 
         Ids whose rows hold other content (seqs a lost workflow task of older code handed to
         another call) are never written over: the activity stores nothing and names the lane's
@@ -229,7 +234,11 @@ class Lane:
                 events=events,
             )
             try:
-                return await calls.ingest_items(inp, local)
+                if not later:
+                    return await calls.ingest_items(inp, local)
+                measured = await calls.measure_items(inp)
+                self.later.ingest(inp, measured)
+                return measured
             except (ActivityError, FailureError) as error:
                 free = calls.conflict_free_seq(error)
                 if free is None:
@@ -464,6 +473,8 @@ class Lane:
             if result.created:
                 await calls.store_generated_items(self._generated(result))
             await calls.record_events(self.data.session_id, self._compaction_events(plan, result))
+        elif result.created and self.store_generated_later:
+            self.later.store_generated(self._generated(result, self._compaction_events(plan, result)))
         elif result.created:
             await calls.store_generated_items(self._generated(result, self._compaction_events(plan, result)))
         else:

@@ -64,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
         submit_text_problem,
     )
     from workflows.contract.session_start import SessionStartInput
-    from workflows.external_tasks import ExternalTasks
+    from workflows.external_tasks import STEP_WRITES_LATER_PATCH, ExternalTasks
     from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, patched_engine_options, session_engine_config
     from workflows.recovery import recover
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost
@@ -245,7 +245,9 @@ class SessionWorkflow:
                 # runs recorded before the patch stored a step's items with a local activity, whose
                 # rows outlive a lost workflow task (and its seqs went to other content)
                 local = not workflow.patched(STEP_ITEMS_ACTIVITY_PATCH)
-                item_ids = [i.id for i in await self._append(lane, request.items, local=local)] if request.items else []
+                later = request.write_behind and bool(request.items) and workflow.patched(STEP_WRITES_LATER_PATCH)
+                item_ids = ([i.id for i in await self._append(lane, request.items, local=local, later=later)]
+                            if request.items else [])
                 self.recent_calls.record(request.step_id, digest, item_ids)
             stored = item_ids if done is None else done.item_ids
             try:
@@ -271,10 +273,11 @@ class SessionWorkflow:
             return
         check_items(None if self.lane is None else self.lane.state, items)
 
-    async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False) -> list[Item]:
+    async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False,
+                      later: bool = False) -> list[Item]:
         """Store the items and add them to the lane (callers hold the lock). Each user message
         begins a task, ending the previous one. ``local``: stored by a local activity (steps
-        only: runs recorded before them never took this path)."""
+        only: runs recorded before them never took this path); ``later``: see Lane.store_external."""
         with rejections.engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
             users = sum(1 for item in items if item.kind == Kind.USER.value)
             if not lane.rules_2:
@@ -294,7 +297,8 @@ class SessionWorkflow:
                 await self._recover(lane, ongoing=self.external.task)
             task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await
             await self.external.defer_switch_events(lane, task_ids)
-            stored = await lane.store_external(items, task_ids[-1] if task_ids else lane.state.current_task, local)
+            stored = await lane.store_external(items, task_ids[-1] if task_ids else lane.state.current_task, local,
+                                               later)
             for task_id in task_ids:
                 self.external.switch(lane, task_id)
             added = [engine.add_item(lane.state, item) for item in stored]
@@ -404,6 +408,8 @@ class SessionWorkflow:
         if self.subagents.running():  # never finish with children nobody would hear from
             await self.subagents.drain(self._lane())
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.lane is not None:
+            await self.lane.later.settle()  # a last step's generated items are stored before the run ends
         return self.status()
 
     # --- continue-as-new ---------------------------------------------------------------
@@ -452,6 +458,7 @@ class SessionWorkflow:
             self.handing_over = True
         while True:
             await workflow.wait_condition(workflow.all_handlers_finished)
+            await self._lane().later.settle()  # the next run reads what this one's steps generated
             checkpoint = self._checkpoint(running)
             checkpoint_id = ids.checkpoint_id(self.config.session_id, checkpoint.runs, workflow.uuid4().hex[:8])
             await calls.save_checkpoint(

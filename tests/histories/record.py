@@ -100,10 +100,12 @@ async def external(client, queue: str, name: str = "external") -> None:
     await save(client, session_id, name)
 
 
-async def external_steps(client, queue: str, name: str = "external-steps", orphans_in: str | None = None) -> None:
+async def external_steps(client, queue: str, name: str = "external-steps", orphans_in: str | None = None,
+                         write_behind: bool = False) -> None:
     """One-call steps across continue-as-new (every 10 calls), a retried step, a keyed append.
     ``orphans_in`` (a DSN): rows of other content are put at the seqs the first tool step
-    takes, as a lost workflow task of older code left them, so the step stores past them."""
+    takes, as a lost workflow task of older code left them, so the step stores past them.
+    ``write_behind``: the steps ask for StepRequest.write_behind (the gateway's)."""
     session_id = f"hist-{name}-{uuid.uuid4().hex[:6]}"
     config = SessionConfig(session_id=session_id, mode="external", budget_tokens=2_000, updates_per_run=10)
     handle = await sessions.start_session(client, config, queue)
@@ -121,7 +123,8 @@ async def external_steps(client, queue: str, name: str = "external-steps", orpha
     steps = [StepRequest(step_id=f"s{n}", items=[
         ExternalItem(kind="assistant", text=f"step {n}", tool_calls=[
             {"id": f"c{n}", "name": "bash", "arguments": f'{{"command": "cat f{n}.py"}}'}]),
-        ExternalItem(kind="tool_result", tool_call_id=f"c{n}", text=f"line {n}\n" * 60)]) for n in range(25)]
+        ExternalItem(kind="tool_result", tool_call_id=f"c{n}", text=f"line {n}\n" * 60)], write_behind=write_behind)
+        for n in range(25)]
     for n, step in enumerate(steps):
         await sessions.through_handover(partial(handle.execute_update, SessionWorkflow.step, step))
         if n == 12:  # step 3 again, after a hand-over: answered from the record, nothing stored twice
@@ -222,6 +225,10 @@ async def main(names: list[str]) -> None:
             # call (patch checkpoint-content)
             "checkpoint-content-hosted": lambda: hosted(client, queue, "checkpoint-content-hosted", LONG_TRAJECTORY,
                                                         budget_tokens=4_000),
+            # issue 25: a gateway step's items measured within its workflow task and stored, with the
+            # items its plan generates, by writes it does not wait for (patch step-writes-later)
+            "step-writes-later": lambda: external_steps(client, queue, "step-writes-later", stack.dsn,
+                                                        write_behind=True),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

@@ -20,6 +20,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Header, Path, Query
 from pydantic import ValidationError
 
+from activities.items import as_stored, external_content, extra_fields, generated_pair
 from activities.recall import HEADER_CHARS as RECALL_HEADER_CHARS
 from activities.requests import materialise
 from activities.store_errors import StoreError
@@ -47,7 +48,7 @@ from lanes_client.schemas import (
 from worker.api.backend import Backend, SessionRow
 from worker.api.errors import ApiError, store_unavailable
 from worker.api.routes import COMMON_RESPONSES, IDEMPOTENCY_KEY, ITEM_ID_PATTERN, Be, Owned
-from workflows.context import FormatError, RequestFormat, ToolCall, from_responses_items, ids, price_for
+from workflows.context import FormatError, ItemContent, RequestFormat, ToolCall, from_responses_items, ids, price_for
 from workflows.contract.external_calls import json_digest
 from workflows.contract.session import (
     AppendItemsRequest,
@@ -133,6 +134,11 @@ class Incoming:
     stored: list[str] = field(default_factory=list)
     known: dict[int, str] = field(default_factory=dict)
     already_stored: list[str] = field(default_factory=list)
+    contents: list[ItemContent] = field(default_factory=list)  # of ``items``: what the session will store
+
+    def contents_by_id(self, appended: list[str]) -> dict[str, ItemContent]:
+        """The content of each new item under the id the session gave it (``appended``, in order)."""
+        return dict(zip(appended, self.contents, strict=False))
 
     def item_ids(self, appended: list[str], count: int) -> list[str]:
         """The item id of each item of the call, in its order. ``appended``: the ids the session
@@ -200,12 +206,14 @@ async def external_items(be: Be, sid: str, items: list[tuple[ItemIn, dict]], key
         if extras:  # reasoning and provider items are content: never in workflow history
             extra_ref = _obs_id(sid, key, f"{index}-extras")
             await put(extra_ref, index, json.dumps(extras, ensure_ascii=False, sort_keys=True))
-        incoming.items.append(ExternalItem(
+        ext = ExternalItem(
             kind=item.kind, role=item.role, text=None if content_ref else text, content_ref=content_ref,
             tool_calls=[ToolCall(**call.model_dump()) for call in item.tool_calls],  # the wire's model -> the engine's
             tool_call_id=item.tool_call_id, tool_name=item.tool_name, exit_code=item.exit_code, extra_ref=extra_ref,
             client_id=item.item_id, client_digest=digests.get(index),
-        ))
+        )
+        incoming.items.append(ext)
+        incoming.contents.append(external_content(ext, text, extra_fields(extras)))
     return incoming
 
 
@@ -229,13 +237,19 @@ def update_id(kind: str, key: str, digest: str) -> str:
     return f"{kind}-{hashlib.sha256(f'{key}:{digest}'.encode()).hexdigest()[:32]}"
 
 
-async def request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestFormat = "chat") -> PreparedRequestOut:
+async def request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestFormat = "chat",
+                      contents: dict[str, ItemContent] | None = None) -> PreparedRequestOut:
+    """``prepared`` rendered. ``contents``: the step's own items' content by id (see
+    ``Incoming.contents_by_id``), for those the session is still storing."""
     store = await be.store()
+    given = {g.item.id: generated_pair(g) for g in prepared.generated}
+    given |= {item.id: as_stored(item, contents[item.id]) for item in prepared.unstored_items
+              if contents and item.id in contents}
     try:
         request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
                                     tools=prepared.tools, model=prepared.model,
                                     stable_prefix_entries=prepared.stable_prefix_entries,
-                                    tool_set=prepared.tool_set, recall=prepared.recall)
+                                    tool_set=prepared.tool_set, recall=prepared.recall, given=given)
     except LookupError as exc:
         raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
     except ValueError as exc:  # a tool the catalog no longer has

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from workflows.context import Item, RecallStyle, ids
 from workflows.contract.events import EventSpec
-from workflows.contract.session import ExternalItem
+from workflows.contract.session import ExternalItem, GeneratedItem
 
 
 class ToolCallRef(BaseModel):
@@ -44,12 +44,6 @@ class StoreTextInput(BaseModel):
     role: str = "user"
     model: str
     preview_chars: int
-
-
-class GeneratedItem(BaseModel):
-    item: Item
-    text: str
-    number: int  # the engine's counter of generated items: their seq in the generated lane
 
 
 class GeneratedItemsInput(BaseModel):

@@ -15,6 +15,7 @@ from workflows.context import (
     INLINE_TEXT_LIMIT,
     MAX_SUBMIT_CHARS,
     GeneratedRole,
+    Item,
     ModelPrice,
     Projection,
     RecallStyle,
@@ -373,6 +374,14 @@ class AppendItemsResult(BaseModel):
     call_id: str | None = None  # the call whose result this is
 
 
+class GeneratedItem(BaseModel):
+    """An item a compaction created, with its text (what ``store_generated_items`` stores)."""
+
+    item: Item
+    text: str
+    number: int  # the engine's counter of generated items: their seq in the generated lane
+
+
 class PreparedRequest(BaseModel):
     """What ``GET /request`` renders: the plan, after any compaction it needed."""
 
@@ -389,6 +398,12 @@ class PreparedRequest(BaseModel):
     recall: RecallStyle = "tool"
     # context.request (the inspector's pressure timeline): the API writes it with the request
     request_event: EventSpec | None = None
+    # Items this plan generated whose write is still running (workflows/later_writes.py): the
+    # request is rendered from them, not from the store
+    generated: list[GeneratedItem] = Field(default_factory=list)
+    # The step's own items whose write is still running (StepRequest.write_behind): the caller
+    # renders them from the content it sent
+    unstored_items: list[Item] = Field(default_factory=list)
 
 
 class StepRequest(BaseModel):
@@ -400,6 +415,9 @@ class StepRequest(BaseModel):
     digest: str | None = Field(default=None, max_length=128)
     usage: ReportedUsage | None = None
     call_id: str | None = Field(default=None, max_length=64)  # as AppendItemsRequest.call_id
+    # The caller renders the request from the result (PreparedRequest.unstored_items): the
+    # items are measured within the step and stored by a write it does not wait for
+    write_behind: bool = False
 
 
 class StepResult(BaseModel):

@@ -37,8 +37,9 @@ from worker.api.gateway.answer_store import ENDED, answer_items, answer_usage, s
 from worker.api.gateway.answer_writes import AnswerWrites
 from worker.api.gateway.conversation import Conversation, GatewayInputError, Turn, item_in, next_chain
 from worker.api.routes import open_session
+from workflows.context import ItemContent
 from workflows.contract.external_calls import json_digest
-from workflows.contract.session import StepRequest, StepResult
+from workflows.contract.session import PreparedRequest, StepRequest, StepResult
 from workflows.contract.tools import RECALL_TOOL
 from workflows.session import SessionWorkflow
 
@@ -141,8 +142,8 @@ class Gateway:
                 break  # the session takes no more: the step moves the whole conversation to a new one
         first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
         try:
-            prepared = await self._step(sid, conversation.turns[first:], chains, carried,
-                                        skip={p for p in range(first, len(chains)) if rows[p].stored})
+            prepared, contents = await self._step(sid, conversation.turns[first:], chains, carried,
+                                                  skip={p for p in range(first, len(chains)) if rows[p].stored})
         except ApiError as error:
             if error.code not in ENDED:
                 raise
@@ -150,9 +151,9 @@ class Gateway:
             log.info("gateway: %s has ended (%s): the conversation continues in a new session", sid, error.code)
             sid = await self._open(conversation, model, tools, budget, table, chains)
             first = 1 if conversation.system else 0
-            prepared = await self._step(sid, conversation.turns[first:], chains)
+            prepared, contents = await self._step(sid, conversation.turns[first:], chains)
         await table.mark_stored(sid, list(range(first, len(chains))))
-        request = await request_out(self.be, sid, prepared, upstream.format)  # type: ignore[arg-type]
+        request = await request_out(self.be, sid, prepared, upstream.format, contents)  # type: ignore[arg-type]
         offers_recall = PLACEHOLDER in _text_of(request)
         if stream and not offers_recall and upstream.streams:
             streamed = await upstream.open_stream(request)
@@ -213,8 +214,9 @@ class Gateway:
     # --- storing and planning ------------------------------------------------------------
 
     async def _step(self, sid: str, turns: list[Turn], chains: list[str], carried: GatewayTurn | None = None,
-                    skip: set[int] | None = None) -> Any:
-        """Append ``turns`` (the conversation's last ones) and get the bounded request. The step is
+                    skip: set[int] | None = None) -> tuple[PreparedRequest, dict[str, ItemContent]]:
+        """Append ``turns`` (the conversation's last ones) and get the bounded request, with the
+        content of the turns the session is still storing (``request_out`` renders them). The step is
         keyed by the turns it appends (a copy of the call appends nothing twice) and each item by
         its own chain digest (a retry that appends a different batch skips what is stored).
         ``carried``: the answer row among them, appended as its row holds it (recall rounds
@@ -232,16 +234,16 @@ class Gateway:
         if not items:  # everything is stored (a call sent again after its upstream failed): only the request
             result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
                                                       StepRequest())
-            return result.request
+            return result.request, {}
         batch = chains[first:]
         key = f"gw-{hashlib.sha256((batch[0] + batch[-1]).encode()).hexdigest()[:48]}"
         incoming = await external_items(self.be, sid, items, key)
         digest = json_digest(batch)
         usage = answer_usage(self.be, carried) if carried is not None else None
-        request = StepRequest(items=incoming.items, step_id=key, digest=digest, usage=usage)
+        request = StepRequest(items=incoming.items, step_id=key, digest=digest, usage=usage, write_behind=True)
         result = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
                                       update_id=update_id("step", key, digest))
-        return result.request
+        return result.request, incoming.contents_by_id(result.item_ids)
 
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
                       offers_recall: bool, model: str) -> Served:
