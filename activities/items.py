@@ -491,9 +491,8 @@ class ItemActivities(ActivityGroup):
         store = await self.store()
         ingest = await _ingest(store, inp)
         try:
-            await store.check_items_free(inp.session_id, inp.lane, ingest.rows, ingest.archives)
+            stored = await store.check_items_free(inp.session_id, inp.lane, ingest.rows, ingest.archives)
         except ItemConflict as conflict:
             raise _conflict_error(conflict) from None
-        stored = await store.get_items(inp.session_id, [row.item_id for row in ingest.rows])
-        return [item_of(stored[row.item_id])[0] if row.item_id in stored else item
+        return [item_from_json(stored[row.item_id]["meta"]) if row.item_id in stored else item
                 for row, (item, _) in zip(ingest.rows, ingest.measured, strict=True)]

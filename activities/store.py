@@ -127,9 +127,10 @@ def _taken_items(rows: list[ItemRow], stored: list[asyncpg.Record]) -> list[str]
 
 
 async def _refuse_taken(c: asyncpg.Connection, session_id: str, lane: str, rows: list[ItemRow],
-                        digests: dict[str, str]) -> None:
+                        digests: dict[str, str]) -> dict[str, dict]:
     """Raise :class:`ItemConflict` when an id of ``rows`` (or its lane and seq), or an
-    observation id of ``digests``, holds other content."""
+    observation id of ``digests``, holds other content; else the stored content of those of
+    ``rows`` already stored (an earlier attempt's), by item id."""
     stored = await c.fetch(
         "SELECT item_id, lane, seq, kind, role, content FROM items WHERE session_id = $1"
         " AND (item_id = ANY($2::text[]) OR (lane = $3 AND seq = ANY($4::bigint[])))",
@@ -141,6 +142,7 @@ async def _refuse_taken(c: asyncpg.Connection, session_id: str, lane: str, rows:
     if taken:
         top = await c.fetchval("SELECT max(seq) FROM items WHERE session_id = $1 AND lane = $2", session_id, lane)
         raise ItemConflict(taken, max(top if top is not None else -1, *(r.seq for r in rows)) + 1)
+    return {row["item_id"]: row["content"] or {} for row in stored}
 
 
 # --- the store ----------------------------------------------------------------------
@@ -346,15 +348,12 @@ class Store:
         return await self._run(write, session_id)
 
     async def check_items_free(self, session_id: str, lane: str, rows: list[ItemRow],
-                               observations: list[tuple[str, str, str]]) -> None:
+                               observations: list[tuple[str, str, str]]) -> dict[str, dict]:
         """Raise :class:`ItemConflict` as ``put_items_exactly`` would for these rows, writing
-        nothing (a write that is to follow, once nothing else can take the ids, must not fail)."""
+        nothing (a write that is to follow, once nothing else can take the ids, must not fail);
+        the stored content (``ItemRow.content``) of those already stored with the same content."""
         digests = {obs_id: hashlib.sha256(encode_text(text)[0]).hexdigest() for obs_id, _, text in observations}
-
-        async def check(c: asyncpg.Connection) -> None:
-            await _refuse_taken(c, session_id, lane, rows, digests)
-
-        await self._run(check, session_id)
+        return await self._run(lambda c: _refuse_taken(c, session_id, lane, rows, digests), session_id)
 
     async def _warn_item_conflicts(self, session_id: str, rows: list[ItemRow], new: set[str]) -> None:
         skipped = [r for r in rows if r.item_id not in new]

@@ -10,6 +10,7 @@ reused for a different body is refused (422 ``idempotency_key_reused``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from activities.items import as_stored, external_content, extra_fields, generated_pair
 from activities.recall import HEADER_CHARS as RECALL_HEADER_CHARS
-from activities.requests import materialise
+from activities.requests import Request, materialise
 from activities.store_errors import StoreError
 from activities.store_rows import EventRow
 from activities.tokens import tokenizer_for
@@ -245,21 +246,28 @@ async def request_out(be: Be, sid: str, prepared: PreparedRequest, fmt: RequestF
     given = {g.item.id: generated_pair(g) for g in prepared.generated}
     given |= {item.id: as_stored(item, contents[item.id]) for item in prepared.unstored_items
               if contents and item.id in contents}
-    try:
-        request = await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
-                                    tools=prepared.tools, model=prepared.model,
-                                    stable_prefix_entries=prepared.stable_prefix_entries,
-                                    tool_set=prepared.tool_set, recall=prepared.recall, given=given)
-    except LookupError as exc:
-        raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
-    except ValueError as exc:  # a tool the catalog no longer has
-        raise ApiError(409, "conflict", str(exc)) from None
-    if prepared.request_event is not None:  # idempotent by its id: a repeated call writes it once
+
+    async def render() -> Request:
         try:
+            return await materialise(store, sid, prepared.entries, preview_chars=prepared.preview_chars,
+                                     tools=prepared.tools, model=prepared.model,
+                                     stable_prefix_entries=prepared.stable_prefix_entries,
+                                     tool_set=prepared.tool_set, recall=prepared.recall, given=given)
+        except LookupError as exc:
+            raise ApiError(409, "not_ready", f"the request's items are not all stored yet ({exc}); retry") from None
+        except ValueError as exc:  # a tool the catalog no longer has
+            raise ApiError(409, "conflict", str(exc)) from None
+
+    async def record() -> None:
+        if prepared.request_event is None:
+            return
+        try:  # idempotent by its id: a repeated call writes it once
             await store.append_events(sid, [EventRow(**prepared.request_event.model_dump())])
         except StoreError as exc:
             log.warning("could not record the request event of %s: %s", sid, exc)
             raise store_unavailable() from None
+
+    request, _ = await asyncio.gather(render(), record())  # two round trips at once
     stable = request.stable_prefix_messages
     out = request.formatted(fmt)
     return PreparedRequestOut(

@@ -152,8 +152,9 @@ class Gateway:
             sid = await self._open(conversation, model, tools, budget, table, chains)
             first = 1 if conversation.system else 0
             prepared, contents = await self._step(sid, conversation.turns[first:], chains)
-        await table.mark_stored(sid, list(range(first, len(chains))))
-        request = await request_out(self.be, sid, prepared, upstream.format, contents)  # type: ignore[arg-type]
+        _, request = await asyncio.gather(  # the turns are in the session: marked while the request renders
+            table.mark_stored(sid, list(range(first, len(chains)))),
+            request_out(self.be, sid, prepared, upstream.format, contents))  # type: ignore[arg-type]
         offers_recall = PLACEHOLDER in _text_of(request)
         if stream and not offers_recall and upstream.streams:
             streamed = await upstream.open_stream(request)
