@@ -261,6 +261,17 @@ def item_of(row: ItemRow) -> tuple[Item, ItemContent]:
     return item_from_json(row.content["meta"]), ItemContent.model_validate(row.content["content"])
 
 
+async def write_generated(store: Store, inp: GeneratedItemsInput) -> int:
+    """Store generated items and their events (idempotent: a repeat writes nothing twice)."""
+    rows = [item_row(*generated_pair(g), ids.generated_lane(inp.lane)) for g in inp.items]
+    if not inp.events:
+        return await store.put_items(inp.session_id, rows)
+    events = [EventRow(**e.model_dump()) for e in inp.events]
+    inserted = await store.put_items_with_events(inp.session_id, rows, events)
+    metrics.observe_events(events)
+    return inserted
+
+
 def generated_pair(generated: GeneratedItem) -> tuple[Item, ItemContent]:
     """A generated item and its content, as ``store_generated_items`` stores them."""
     return as_stored(item_with(generated.item, seq=generated.number), ItemContent(text=generated.text))
@@ -446,14 +457,7 @@ class ItemActivities(ActivityGroup):
         Generated items live in their own lane: their seq in the engine repeats the lane
         position they were made at, so they cannot share it.
         """
-        runtime = await self.runtime()
-        rows = [item_row(*generated_pair(g), ids.generated_lane(inp.lane)) for g in inp.items]
-        if not inp.events:
-            return await runtime.store.put_items(inp.session_id, rows)
-        events = [EventRow(**e.model_dump()) for e in inp.events]
-        inserted = await runtime.store.put_items_with_events(inp.session_id, rows, events)
-        metrics.observe_events(events)
-        return inserted
+        return await write_generated((await self.runtime()).store, inp)
 
     @activity.defn
     async def ingest_items(self, inp: IngestItemsInput) -> list[Item]:

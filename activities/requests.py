@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from activities import token_memo
-from activities.items import load_items
+from activities.items import generated_pair, load_items, write_generated
 from activities.recent_rows import PlanEntries
 from activities.store import Store
 from activities.store_rows import EventRow
@@ -127,12 +127,19 @@ async def materialise(store: Store, session_id: str, entries: Entries, *, previe
 
 async def model_request(store: Store, inp: ModelCallInput) -> Request:
     """The request of a model call: its plan (usually built on the one this worker stored
-    last, with no round trip) materialised, while the plan and the call's request event are
-    written beside it (one round trip for all; both idempotent, so a retry writes them once)."""
+    last, with no round trip) materialised, while the plan, the call's request event and the
+    items the plan generated are written beside it (one round trip for all; each idempotent, so
+    a retry writes them once)."""
     events = [EventRow(**inp.request_event.model_dump())] if inp.request_event is not None else []
     entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
-    request, _, _ = await asyncio.gather(
-        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model),
-        store.append_events(inp.session_id, events),
-        store_plan(store, inp.session_id, inp.lane, inp.plan.version, entries))
+    generated = inp.generated.items if inp.generated is not None else []
+    writes = [store.append_events(inp.session_id, events), store_plan(store, inp.session_id, inp.lane,
+                                                                      inp.plan.version, entries)]
+    if inp.generated is not None:
+        writes.append(write_generated(store, inp.generated))
+    request, *_ = await asyncio.gather(
+        materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model,
+                    given={g.item.id: generated_pair(g) for g in generated}),
+        *writes)
+    assert isinstance(request, Request)
     return request

@@ -33,6 +33,9 @@ from workflows.usage import record_usage
 # Gates store-only tool calls running as local activities (a marker instead of an activity
 # and a workflow task of their own): runs recorded before keep their activities.
 LOCAL_STORE_TOOLS_PATCH = "local-store-only-tools"
+# Since: the items a step's compaction or assembly generates are written by the model call that
+# follows (ModelCallInput.generated), not by an activity and a workflow task of their own.
+MODEL_CALL_WRITES_PATCH = "model-call-writes-generated"
 
 
 @dataclass(frozen=True)
@@ -74,8 +77,12 @@ class AgentLoop:
             raise
 
     async def _step(self, lane: Lane, task_id: str, turn: int) -> StepOutcome:
-        await lane.compact_if_needed(self.settings.compaction)
-        await lane.assemble()
+        lane.carry_generated = workflow.patched(MODEL_CALL_WRITES_PATCH)  # the model call stores them
+        try:
+            await lane.compact_if_needed(self.settings.compaction)
+            await lane.assemble()
+        finally:
+            lane.carry_generated = False
         answer, sent = await self.call_model(lane, task_id, turn)
         assistant = engine.add_item(lane.state, answer.stored.item)
         spawns = [c for c in answer.stored.tool_calls if c.name == SPAWN_TOOL]
@@ -115,6 +122,7 @@ class AgentLoop:
             rung, plan = await lane.plan_within_budget(rung, turn)
             try:
                 answer = await calls.call_model(lane.model_call(s, plan, response_seq, task_id, turn), s.give_up)
+                lane.later.carried_written()
                 await record_usage(lane, "agent", s.model, answer.usage, defer=True, turn=turn, task_id=task_id)
                 return answer, plan
             except ActivityError as error:

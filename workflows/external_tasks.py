@@ -26,8 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.usage import record_usage
 
 EXTERNAL_TASK_EVENTS_PATCH = "external-task-events"
-# Since: the items a step's planning generates are stored while the API renders the request
-# from the step's result (workflows/later_writes.py), not before the step answers.
+# Since: a write-behind step's items, and those its planning generates, are stored while the
+# API renders the request from the step's result (workflows/later_writes.py).
 STEP_WRITES_LATER_PATCH = "step-writes-later"
 
 
@@ -50,10 +50,11 @@ class ExternalTasks:
                          cost=cost_units(price, usage.prompt, usage.cached, usage.completion))
         await record_usage(lane, "agent", model, call, defer=defer, source="agent")  # counted by the writer's metrics
 
-    async def prepare(self, lane: Lane, config: SessionConfig, tools: list[str]) -> PreparedRequest:
+    async def prepare(self, lane: Lane, config: SessionConfig, tools: list[str], later: bool = False) -> PreparedRequest:
         """Compact if needed, then plan the agent's next request within the budget (callers
-        hold the lane's lock); refused, typed, when nothing fits."""
-        lane.store_generated_later = workflow.patched(STEP_WRITES_LATER_PATCH)
+        hold the lane's lock); refused, typed, when nothing fits. ``later``: the items the plan
+        generates are written after the caller has its answer (a write-behind step)."""
+        lane.store_generated_later = later
         try:
             await lane.compact_if_needed(config.compaction)
             await lane.assemble()

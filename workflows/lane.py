@@ -134,6 +134,7 @@ class Lane:
         self.later = LaterWrites()
         self.lock = SettlingLock(self.later)
         self.store_generated_later = False  # while an external step plans (see ExternalTasks.prepare)
+        self.carry_generated = False  # while a hosted step plans (see AgentLoop._step)
         self.usage = usage or UsagePolicy()
         # Events that travel with the lane's next activity (the step's tool call) instead of a
         # record_events of their own; flushed by the end of the step (never carried across runs).
@@ -316,6 +317,7 @@ class Lane:
             observation_id=self.observation_id(response_seq) if self.rules_2 else None,
             bound_above_tokens=self.bound_above_tokens,
             price=self.usage.price(s.model),
+            generated=self.later.carried,
         )
 
     def plan_delta(self, entries: list[tuple[str, Projection]]) -> PlanDelta:
@@ -475,6 +477,8 @@ class Lane:
             await calls.record_events(self.data.session_id, self._compaction_events(plan, result))
         elif result.created and self.store_generated_later:
             self.later.store_generated(self._generated(result, self._compaction_events(plan, result)))
+        elif result.created and self.carry_generated:
+            self.later.carry(self._generated(result, self._compaction_events(plan, result)))
         elif result.created:
             await calls.store_generated_items(self._generated(result, self._compaction_events(plan, result)))
         else:

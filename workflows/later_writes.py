@@ -9,6 +9,9 @@ render the request while they run. A write is scheduled in the workflow task tha
 step, so it is as durable as the step's answer, and it is idempotent; nothing else can take its
 ids in between (seqs are the workflow's, and every later writer takes the lock first).
 
+A hosted step's generated items need no write of their own: the model call that follows
+writes them before it renders its request (``carry``).
+
 Whoever takes the lane's lock next (the next step, an append, a compaction, continue-as-new)
 finds every such write done first, so nothing later reads an item before it is stored.
 """
@@ -40,6 +43,20 @@ class _Write:
 class LaterWrites:
     def __init__(self) -> None:
         self._writes: list[_Write] = []
+        # generated items a hosted step's model call writes (ModelCallInput.generated) instead of
+        # an activity of their own; until that call has answered, settling writes them itself
+        self.carried: GeneratedItemsInput | None = None
+
+    def carry(self, inp: GeneratedItemsInput) -> None:
+        if self.carried is None:
+            self.carried = inp
+        else:
+            self.carried = self.carried.model_copy(update={"items": [*self.carried.items, *inp.items],
+                                                           "events": [*self.carried.events, *inp.events]})
+
+    def carried_written(self) -> None:
+        """The model call that carried them has answered: they are stored."""
+        self.carried = None
 
     def store_generated(self, inp: GeneratedItemsInput) -> None:
         self._start(lambda: calls.store_generated_items(inp), generated=inp.items)
@@ -70,6 +87,9 @@ class LaterWrites:
             except ActivityError:
                 await write.again()
             self._writes.pop(0)
+        if self.carried is not None:  # their model call failed or was cancelled: written here
+            await calls.store_generated_items(self.carried)
+            self.carried = None
 
 
 class SettlingLock(asyncio.Lock):

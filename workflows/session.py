@@ -236,6 +236,7 @@ class SessionWorkflow:
         """One round trip per agent step: append the step's items, then prepare the request."""
         lane = await self._ready_lane()
         self.updates_this_run += 1
+        later = request.write_behind and workflow.patched(STEP_WRITES_LATER_PATCH)
         async with lane.lock:
             digest = (request.digest or items_digest(request.items)) if request.step_id else ""
             done = self.recent_calls.repeated(request.step_id, digest)
@@ -245,13 +246,12 @@ class SessionWorkflow:
                 # runs recorded before the patch stored a step's items with a local activity, whose
                 # rows outlive a lost workflow task (and its seqs went to other content)
                 local = not workflow.patched(STEP_ITEMS_ACTIVITY_PATCH)
-                later = request.write_behind and bool(request.items) and workflow.patched(STEP_WRITES_LATER_PATCH)
                 item_ids = ([i.id for i in await self._append(lane, request.items, local=local, later=later)]
                             if request.items else [])
                 self.recent_calls.record(request.step_id, digest, item_ids)
             stored = item_ids if done is None else done.item_ids
             try:
-                prepared = await self.external.prepare(lane, self.config, self._tools())
+                prepared = await self.external.prepare(lane, self.config, self._tools(), later)
             except ApplicationError as error:  # the items are stored: a refusal of the request says so
                 if error.type != rejections.REQUEST_UNFIT or not stored:
                     raise

@@ -229,6 +229,10 @@ async def main(names: list[str]) -> None:
             # items its plan generates, by writes it does not wait for (patch step-writes-later)
             "step-writes-later": lambda: external_steps(client, queue, "step-writes-later", stack.dsn,
                                                         write_behind=True),
+            # issue 29: a hosted step's generated items written by its model call (patch
+            # model-call-writes-generated), no activity and workflow task of their own
+            "model-call-writes-hosted": lambda: hosted(client, queue, "model-call-writes-hosted", LONG_TRAJECTORY,
+                                                       budget_tokens=4_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

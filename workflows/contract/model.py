@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from workflows.context import MAIN_LANE, CallUsage, ModelPrice, Projection
 from workflows.contract.events import EventSpec
-from workflows.contract.items import StoredItem
+from workflows.contract.items import GeneratedItemsInput, StoredItem
 from workflows.contract.session import ReplaySpec
 
 
@@ -41,6 +41,9 @@ class ModelCallInput(BaseModel):
     bound_above_tokens: int | None = None
     # The session's price of the model (its own table); None: the worker's LANES_PRICES.
     price: ModelPrice | None = None
+    # Items the plan generated, with their events: written by the call before anything else,
+    # instead of by an activity of their own (workflows/later_writes.py)
+    generated: GeneratedItemsInput | None = None
 
 
 class ModelCallResult(BaseModel):
