@@ -427,9 +427,9 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
   {b2b['direct_p50']} ms direct back to back and {ms['direct_p50']} ms direct with a pause: the same upstream's calls
   take longer back to back, for a reason this bench has not pinned down, so the back-to-back "added"
   ({b2b['added_p50']} ms) understates, and {round(b2b['gateway_p50'] - ms['direct_p50'], 2)} ms is the fairer figure. The goal was
-  under 15 ms added: not met. What a call waits for: one workflow update (the step that stores the new
-  turns, the previous answer when its write had not begun, and plans; a compaction adds one
-  activity), the upstream, and a few small PostgreSQL reads and writes.
+  under 15 ms added: not met. What a call waits for: one workflow update in one workflow task (the
+  step measures the new turns and the previous answer when its write had not begun, and plans; the
+  writes run after it has answered), the upstream, and a few small PostgreSQL reads and writes.
 - **{conc['conversations']} concurrent conversations** (one system prompt, {conc['calls']} calls, {conc['seconds']} s):
   {conc['sessions']} sessions, **{conc['misrouted']} misrouted**, errors {len(conc['errors'])}.
 {streaming_lines(result.get("streaming"))}{long_lines(result.get("long_conversation"))}\
@@ -448,8 +448,8 @@ def streaming_lines(streaming: dict[str, Any] | None) -> str:
     return (f"- **Streaming, first byte** ({streaming['calls']} streamed calls of one conversation each way; the "
             f"upstream sends its first chunk at once, the rest {streaming['gap_ms']:.0f} ms later): p50 "
             f"{first['gateway']} ms through the gateway vs {first['direct']} ms direct, "
-            f"{streaming['added_first_byte_p50']} ms added (the goal was within 10 ms: not met; the gateway stores "
-            f"the turn and plans before it calls the upstream); whole answer p50 {whole['gateway']} vs "
+            f"{streaming['added_first_byte_p50']} ms added (the goal was within 10 ms: not met; the gateway takes "
+            f"the step, which plans, before it calls the upstream); whole answer p50 {whole['gateway']} vs "
             f"{whole['direct']} ms.{opened}\n")
 
 

@@ -414,13 +414,14 @@ class Lane:
             memory_contract=self.rules_2,
             prices=self.usage.prices or None,
         )
+        await self.later.settle()  # the condenser reads the source from the store
         self.lock.release()
         try:
             outcome = await calls.condense_with_llm(request)
         except ActivityError:
             return None
         finally:
-            await self.lock.acquire()
+            await self.lock.take()  # no settling: a failure there must not release the caller's lock
         await record_usage(self, "condenser", outcome.model, outcome.usage)
         return outcome
 

@@ -86,7 +86,8 @@ class LaterWrites:
                 await write.task
             except ActivityError:
                 await write.again()
-            self._writes.pop(0)
+            if write in self._writes:  # another settle may have finished it meanwhile
+                self._writes.remove(write)
         if self.carried is not None:  # their model call failed or was cancelled: written here
             await calls.store_generated_items(self.carried)
             self.carried = None
@@ -98,6 +99,10 @@ class SettlingLock(asyncio.Lock):
     def __init__(self, writes: LaterWrites) -> None:
         super().__init__()
         self._writes = writes
+
+    async def take(self) -> Literal[True]:
+        """The lock alone (its holder settles itself when it must)."""
+        return await super().acquire()
 
     async def acquire(self) -> Literal[True]:
         await super().acquire()
