@@ -132,14 +132,15 @@ async def model_request(store: Store, inp: ModelCallInput) -> Request:
     a retry writes them once)."""
     events = [EventRow(**inp.request_event.model_dump())] if inp.request_event is not None else []
     entries = await plan_entries(store, inp.session_id, inp.lane, inp.plan)
-    generated = inp.generated.items if inp.generated is not None else []
     writes = [store.append_events(inp.session_id, events), store_plan(store, inp.session_id, inp.lane,
                                                                       inp.plan.version, entries)]
+    given = {}
     if inp.generated is not None:
         writes.append(write_generated(store, inp.generated))
+        given = {g.item.id: generated_pair(g) for g in inp.generated.items}
     request, *_ = await asyncio.gather(
         materialise(store, inp.session_id, entries, preview_chars=inp.preview_chars, tools=inp.tools, model=inp.model,
-                    given={g.item.id: generated_pair(g) for g in generated}),
+                    given=given),
         *writes)
     assert isinstance(request, Request)
     return request

@@ -476,12 +476,14 @@ class Lane:
             if result.created:
                 await calls.store_generated_items(self._generated(result))
             await calls.record_events(self.data.session_id, self._compaction_events(plan, result))
-        elif result.created and self.store_generated_later:
-            self.later.store_generated(self._generated(result, self._compaction_events(plan, result)))
-        elif result.created and self.carry_generated:
-            self.later.carry(self._generated(result, self._compaction_events(plan, result)))
         elif result.created:
-            await calls.store_generated_items(self._generated(result, self._compaction_events(plan, result)))
+            written = self._generated(result, self._compaction_events(plan, result))
+            if self.store_generated_later:
+                self.later.store_generated(written)
+            elif self.carry_generated:
+                self.later.carry(written)
+            else:
+                await calls.store_generated_items(written)
         else:
             await calls.record_events(self.data.session_id, self._compaction_events(plan, result))
         return result
