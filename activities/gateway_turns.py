@@ -32,17 +32,42 @@ def _turn(row: asyncpg.Record) -> GatewayTurn:  # jsonb comes decoded (the store
                        answered=row.get("answered", answer is not None))
 
 
+# Digests asked for first when looking for a call's conversation (``longest_prefix``).
+PROBE_FIRST = 8
+
+
+class _Taken(Exception):
+    """A claim met another conversation's rows: none of it is kept, so that a session's rows
+    always form one chain (a row's digest then vouches for every row before it, which is what
+    lets a call read only the end of a long conversation)."""
+
+    def __init__(self, rows: list[asyncpg.Record]) -> None:
+        super().__init__("positions claimed by another conversation")
+        self.rows = rows
+
+
 class GatewayTurns:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def longest_prefix(self, tenant: str, chains: list[str]) -> tuple[str, int] | None:
-        """(session, position) of the tenant's longest stored prefix of ``chains``; the newest
-        session among those that hold it as long (a branch shares its prefix)."""
-        row = await self.store.run(lambda c: c.fetchrow(
-            "SELECT session_id, position FROM gateway_turns WHERE tenant = $1 AND chain = ANY($2::text[]) "
-            "ORDER BY position DESC, created_at DESC LIMIT 1", tenant, chains))
-        return None if row is None else (row["session_id"], row["position"])
+    async def longest_prefix(self, tenant: str, chains: list[str],
+                             session_id: str | None = None) -> tuple[str, int] | None:
+        """(session, position) of the tenant's longest stored prefix of ``chains`` (in
+        ``session_id`` only, when given); the newest session among those that hold it as long
+        (a branch shares its prefix). The newest digests are asked first: a call mostly
+        continues the one before it, and asking for a long conversation's whole chain costs the
+        database an index probe per turn (a row holding digest k means the prefix up to k is
+        held, so a hit among the last few is the longest)."""
+        where = "tenant = $1 AND chain = ANY($2::text[])" + ("" if session_id is None else " AND session_id = $3")
+        query = f"SELECT session_id, position FROM gateway_turns WHERE {where} ORDER BY position DESC, created_at DESC LIMIT 1"
+        within = () if session_id is None else (session_id,)
+        for probe in (chains[-PROBE_FIRST:], chains[:-PROBE_FIRST]):
+            if probe and (row := await self._first_row(query, tenant, probe, *within)) is not None:
+                return row["session_id"], row["position"]
+        return None
+
+    async def _first_row(self, query: str, *args: Any) -> asyncpg.Record | None:
+        return await self.store.run(lambda c: c.fetchrow(query, *args))
 
     async def answered_after(self, tenant: str, position: int, chain: str, asked: str) -> str | None:
         """The newest of the tenant's sessions that hold ``chain`` at ``position`` and, right
@@ -54,13 +79,16 @@ class GatewayTurns:
             "ORDER BY a.created_at DESC LIMIT 1", tenant, position, chain, asked))
         return None if row is None else row["session_id"]
 
-    async def turns(self, session_id: str) -> list[GatewayTurn]:
-        """The session's rows without their answers (``at`` reads one): a conversation of
-        thousands of calls would decode every answer it was given on every call."""
+    async def rows_from(self, session_id: str, first: int = 0) -> list[GatewayTurn]:
+        """The session's rows at ``first`` and after, and its unstored rows before it, by
+        position, without their answers (``at`` reads one): what a call whose first ``first``
+        turns the session holds needs to know, without reading (and decoding) the thousands of
+        rows of a long conversation every call."""
+        columns = "position, chain, stored, answer IS NOT NULL AS answered"
         rows = await self.store.run(lambda c: c.fetch(
-            "SELECT position, chain, stored, answer IS NOT NULL AS answered FROM gateway_turns "
-            "WHERE session_id = $1 ORDER BY position",
-            session_id), session_id)
+            f"SELECT {columns} FROM gateway_turns WHERE session_id = $1 AND position >= $2 "
+            f"UNION ALL SELECT {columns} FROM gateway_turns WHERE session_id = $1 AND position < $2 AND NOT stored "
+            "ORDER BY position", session_id, first), session_id)
         return [_turn(r) for r in rows]
 
     async def at(self, session_id: str, position: int) -> GatewayTurn | None:
@@ -70,21 +98,31 @@ class GatewayTurns:
         return None if row is None else _turn(row)
 
     async def claim(self, session_id: str, tenant: str, first: int, chains: list[str]) -> list[GatewayTurn]:
-        """Claim positions ``first``... for ``chains``; returns what those positions hold now
-        (another call's claim where one was there first)."""
+        """Claim positions ``first``... for ``chains``; returns what those positions hold now.
+        When another conversation holds any of them, none is claimed and the rows returned
+        say so (a position whose chain differs; the others as this claim would have left them)."""
         if not chains:
             return []
         positions = list(range(first, first + len(chains)))
 
         async def write(c: asyncpg.Connection) -> list[asyncpg.Record]:
-            await c.execute(
-                "INSERT INTO gateway_turns (session_id, position, tenant, chain) "
-                "SELECT $1, p, $2, h FROM unnest($3::int[], $4::text[]) AS t(p, h) ON CONFLICT DO NOTHING",
-                session_id, tenant, positions, chains)
-            return await c.fetch("SELECT position, chain, stored, answer FROM gateway_turns "
-                                 "WHERE session_id = $1 AND position = ANY($2::int[]) ORDER BY position",
-                                 session_id, positions)
-        return [_turn(r) for r in await self.store.run(write, session_id)]
+            async with c.transaction():
+                await c.execute(
+                    "INSERT INTO gateway_turns (session_id, position, tenant, chain) "
+                    "SELECT $1, p, $2, h FROM unnest($3::int[], $4::text[]) AS t(p, h) ON CONFLICT DO NOTHING",
+                    session_id, tenant, positions, chains)
+                rows = await c.fetch("SELECT position, chain, stored, answer FROM gateway_turns "
+                                     "WHERE session_id = $1 AND position = ANY($2::int[]) ORDER BY position",
+                                     session_id, positions)
+                if any(r["chain"] != chains[r["position"] - first] for r in rows):
+                    raise _Taken(rows)  # rolls the whole claim back (see the class)
+            return rows
+
+        try:
+            rows = await self.store.run(write, session_id)
+        except _Taken as taken:
+            rows = taken.rows
+        return [_turn(r) for r in rows]
 
     async def put_answer(self, session_id: str, tenant: str, position: int, chain: str,
                          answer: dict[str, Any]) -> GatewayTurn:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Any
 
 from lanes_client.schemas import MAX_ITEM_CHARS, ItemIn, ToolCallIn
@@ -120,8 +121,20 @@ def item_in(turn: Turn, chain: str | None) -> ItemIn:
 
 def next_chain(previous: str, turn: Turn) -> str:
     """The chain digest of ``turn`` after a conversation whose last digest is ``previous``."""
-    return hashlib.sha256(
-        (previous + json.dumps(turn.canonical(), sort_keys=True, ensure_ascii=False)).encode()).hexdigest()
+    return hashlib.sha256((previous + canonical_text(turn)).encode()).hexdigest()
+
+
+def canonical_text(turn: Turn) -> str:
+    """``turn.canonical()`` dumped with sorted keys. Every call digests its whole conversation,
+    so a plain turn (no tool calls, no images: most of a long one) is written out directly, the
+    same text ``json.dumps`` gives (``encode_basestring`` is its string encoder), about three
+    times faster."""
+    if turn.tool_calls or (turn.extras and turn.extras.get("images")):
+        return json.dumps(turn.canonical(), sort_keys=True, ensure_ascii=False)
+    text = '{"kind": ' + encode_basestring(turn.kind) + ', "text": ' + encode_basestring(turn.text)
+    if turn.tool_call_id is not None:
+        text += ', "tool_call_id": ' + encode_basestring(turn.tool_call_id)
+    return text + "}"
 
 
 def canonical_arguments(arguments: str) -> Any:

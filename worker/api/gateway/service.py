@@ -98,9 +98,9 @@ class Gateway:
         answer recall calls first (then the answer is streamed whole once it is final)."""
         chains = conversation.chains()
         table = await self.turns_table()
-        sid, stored = await self._session_of(table, chains, session_header)
-        matched = _matched(stored, chains)
-        answered = await _answer_after(table, sid, stored, chains, matched) if sid is not None else None
+        sid, held = await self._session_of(table, chains, session_header)
+        matched, read = await _held(table, sid, chains, held) if sid is not None else (0, [])
+        answered = await _answer_after(table, sid, read, chains, matched) if sid is not None else None
         if sid is not None and answered and _asked(answered.answer) not in (None, model):
             # the same conversation put to another model: the answer that model gave, if any (a
             # branch), else it is answered in a new branch
@@ -108,24 +108,25 @@ class Gateway:
             if sibling is None:
                 log.info("gateway: %s answered this conversation with another model: a new branch", sid)
             else:
-                sid, stored = sibling, await table.turns(sibling)
-                matched = _matched(stored, chains)
-                answered = await _answer_after(table, sid, stored, chains, matched)
+                sid = sibling
+                matched, read = await _held(table, sid, chains, len(chains) - 1)
+                answered = await _answer_after(table, sid, read, chains, matched)
         if sid is not None and answered and _asked(answered.answer) in (None, model):
             return await self._replay(table, sid, answered)
-        if sid is None or matched < len(stored):  # new, or it diverges from what the session holds
+        if sid is None or _beyond(read, matched):  # new, or it diverges from what the session holds
             if sid is not None:
                 log.info("gateway: the conversation diverges from %s at turn %d: a new branch", sid, matched)
             sid = await self._open(conversation, model, tools, budget, table, chains)
-            stored, matched = await table.turns(sid), 0
+            read, matched = await table.rows_from(sid), 0
         claims = await table.claim(sid, self.tenant, matched, chains[matched:])
         if any(c.chain != chains[c.position] for c in claims):  # another conversation claimed them first
             sid = await self._open(conversation, model, tools, budget, table, chains)
-            stored, matched = await table.turns(sid), 0
+            read, matched = await table.rows_from(sid), 0
             claims = await table.claim(sid, self.tenant, 0, chains)
             if any(c.chain != chains[c.position] for c in claims):  # never continue another's conversation
                 raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
-        rows = {r.position: r for r in [*stored, *claims]}
+        # every position before ``matched`` that was not read is stored (``rows_from``)
+        rows = {r.position: r for r in [*read, *claims]}
         pending = sorted((r for r in rows.values() if r.answered and not r.stored), key=lambda r: r.position)
         carried: GatewayTurn | None = None  # the previous answer, appended by this call's own step
         for row in pending:  # answers still being stored
@@ -140,10 +141,11 @@ class Gateway:
                 if error.code not in ENDED:
                     raise
                 break  # the session takes no more: the step moves the whole conversation to a new one
-        first = min((p for p in range(len(chains)) if not rows[p].stored), default=len(chains))
+        first = min((p for p, row in rows.items() if p < len(chains) and not row.stored), default=len(chains))
         try:
             prepared, contents = await self._step(sid, conversation.turns[first:], chains, carried,
-                                                  skip={p for p in range(first, len(chains)) if rows[p].stored})
+                                                  skip={p for p in range(first, len(chains))
+                                                        if p not in rows or rows[p].stored})
         except ApiError as error:
             if error.code not in ENDED:
                 raise
@@ -166,14 +168,17 @@ class Gateway:
         return await self._answer(table, sid, chains, request, upstream, offers_recall, model)
 
     async def _session_of(self, table: GatewayTurns, chains: list[str],
-                          header: str | None) -> tuple[str | None, list[GatewayTurn]]:
+                          header: str | None) -> tuple[str | None, int | None]:
+        """The session the call continues and the position of the longest prefix of it that
+        the session holds (None: none of it)."""
         if header is not None:
             row = await self.be.owned_session(header, self.tenant)  # 404 for another tenant's
             if row.mode != "external":
                 raise GatewayInputError(f"X-Lanes-Session: session {header!r} is not a gateway (external) session")
-            return header, await table.turns(header)
+            found = await table.longest_prefix(self.tenant, chains, session_id=header)
+            return header, None if found is None else found[1]
         found = await table.longest_prefix(self.tenant, chains)
-        return (None, []) if found is None else (found[0], await table.turns(found[0]))
+        return (None, None) if found is None else found
 
     async def _open(self, conversation: Conversation, model: str, tools: list[dict[str, Any]], budget: int | None,
                     table: GatewayTurns, chains: list[str]) -> str:
@@ -314,11 +319,29 @@ def _answer_items(answers: list[Answer], recalled: dict[str, str]) -> list[list[
     return items
 
 
-async def _answer_after(table: GatewayTurns, sid: str, stored: list[GatewayTurn], chains: list[str],
+async def _held(table: GatewayTurns, sid: str, chains: list[str], held: int | None) -> tuple[int, list[GatewayTurn]]:
+    """How many leading turns of the call ``sid`` holds (``held``: the position of the last of
+    them, None for none), and its rows from there on with its unstored rows before it. A row's
+    digest covers every turn before it and a session's rows are claimed as one chain, so the
+    rows before are not read; an unstored one left by an older claim that did not fit the
+    chain is checked and ends the match there."""
+    matched = 0 if held is None else held + 1
+    read = await table.rows_from(sid, matched)
+    misfits = [r.position for r in read
+               if r.position < matched and (r.position >= len(chains) or r.chain != chains[r.position])]
+    return (min(misfits) if misfits else matched), read
+
+
+def _beyond(read: list[GatewayTurn], matched: int) -> bool:
+    """Whether the session holds rows past the call's match: it continued otherwise."""
+    return any(r.position >= matched for r in read)
+
+
+async def _answer_after(table: GatewayTurns, sid: str, read: list[GatewayTurn], chains: list[str],
                         matched: int) -> GatewayTurn | None:
     """The answer row right after the whole call, when the session holds all of it (a retry).
-    Read alone: ``stored`` leaves answers out (a long conversation has thousands)."""
-    if not matched == len(chains) < len(stored):
+    Read alone: ``read`` leaves answers out."""
+    if matched != len(chains) or not _beyond(read, matched):
         return None
     row = await table.at(sid, matched)
     return row if row is not None and row.answer is not None else None
@@ -328,14 +351,6 @@ def _asked(answer: dict[str, Any] | None) -> str | None:
     """The model an answer row's call asked for (None in rows written before it was kept)."""
     asked = (answer or {}).get("asked")
     return asked if isinstance(asked, str) else None
-
-
-def _matched(stored: list[GatewayTurn], chains: list[str]) -> int:
-    """How many leading turns of the call the session's rows hold."""
-    n = 0
-    while n < len(chains) and n < len(stored) and stored[n].position == n and stored[n].chain == chains[n]:
-        n += 1
-    return n
 
 
 def _text_of(request: Any) -> str:
