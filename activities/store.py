@@ -87,6 +87,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(typ, encoder=encode_json, decoder=decode_json, schema="pg_catalog")
 
 
+async def _keep_connection(conn: asyncpg.Connection) -> None:
+    """What a connection goes back to the pool with: as it is. The store keeps no session state
+    (no SET, LISTEN, cursors or session advisory locks: its locks are transaction-scoped), and
+    the pool still rolls back a transaction left open before calling this; asyncpg's default
+    (RESET ALL and the rest) is a round trip on every release, on every path of every call."""
+
+
 def _is_connection_error(exc: BaseException) -> bool:
     if isinstance(exc, (asyncpg.PostgresConnectionError, asyncpg.CannotConnectNowError,
                         asyncpg.AdminShutdownError, asyncpg.CrashShutdownError,
@@ -167,7 +174,8 @@ class Store:
         """
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, init=_init_connection, timeout=connect_timeout,
+                dsn, min_size=min_size, max_size=max_size, init=_init_connection, reset=_keep_connection,
+                timeout=connect_timeout,
                 server_settings={"application_name": application_name},
             )
         except Exception as exc:

@@ -309,6 +309,27 @@ async def test_reconnects_after_connections_are_dropped(database_url: str) -> No
         await store.close()
 
 
+async def test_a_connection_comes_back_from_an_abandoned_transaction_clean(database_url: str) -> None:
+    """The pool hands connections back without asyncpg's reset query (the store keeps no session
+    state); a transaction a failed call left open is still rolled back before the next user."""
+    store = await Store.open(database_url, min_size=1, max_size=1)  # one connection: the next user gets it
+    try:
+        sid = new_session()
+        await store.ensure_session(sid)
+
+        async def abandon(conn: asyncpg.Connection) -> None:
+            await conn.transaction().start()  # not a managed block: nothing of ours rolls it back
+            await conn.execute("DELETE FROM sessions WHERE session_id = $1", sid)
+            raise RuntimeError("the call failed mid-transaction")
+
+        with pytest.raises(RuntimeError):
+            await store.run(abandon)
+        assert await store.run(lambda c: c.fetchval("SELECT txid_current_if_assigned()")) is None
+        assert await store.run(lambda c: c.fetchval("SELECT count(*) FROM sessions WHERE session_id = $1", sid)) == 1
+    finally:
+        await store.close()
+
+
 async def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreUnavailable, match="unreachable"):
         await Store.open("postgresql://postgres:pw@127.0.0.1:1/nothing")
