@@ -32,6 +32,17 @@ def _turn(row: asyncpg.Record) -> GatewayTurn:  # jsonb comes decoded (the store
                        answered=row.get("answered", answer is not None))
 
 
+async def _put(c: asyncpg.Connection, session_id: str, position: int, tenant: str, chain: str,
+               answer: dict[str, Any] | None = None) -> asyncpg.Record:
+    """The row at ``position``: written now (one round trip), or the one already there."""
+    row = await c.fetchrow("INSERT INTO gateway_turns (session_id, position, tenant, chain, answer) "
+                           "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING "
+                           "RETURNING position, chain, stored, answer", session_id, position, tenant, chain, answer)
+    return row if row is not None else await c.fetchrow(
+        "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 AND position = $2",
+        session_id, position)
+
+
 # Digests asked for first when looking for a call's conversation (``longest_prefix``).
 PROBE_FIRST = 8
 
@@ -103,6 +114,8 @@ class GatewayTurns:
         say so (a position whose chain differs; the others as this claim would have left them)."""
         if not chains:
             return []
+        if len(chains) == 1:  # the usual call (one new turn): one row is all or nothing by itself
+            return [_turn(await self.store.run(lambda c: _put(c, session_id, first, tenant, chains[0]), session_id))]
         positions = list(range(first, first + len(chains)))
 
         async def write(c: asyncpg.Connection) -> list[asyncpg.Record]:
@@ -127,13 +140,7 @@ class GatewayTurns:
     async def put_answer(self, session_id: str, tenant: str, position: int, chain: str,
                          answer: dict[str, Any]) -> GatewayTurn:
         """The answer at ``position``: this one, or the one a concurrent call put there first."""
-        async def write(c: asyncpg.Connection) -> asyncpg.Record:
-            await c.execute("INSERT INTO gateway_turns (session_id, position, tenant, chain, answer) "
-                            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                            session_id, position, tenant, chain, answer)
-            return await c.fetchrow("SELECT position, chain, stored, answer FROM gateway_turns "
-                                    "WHERE session_id = $1 AND position = $2", session_id, position)
-        return _turn(await self.store.run(write, session_id))
+        return _turn(await self.store.run(lambda c: _put(c, session_id, position, tenant, chain, answer), session_id))
 
     async def unstored_answers(self, older_than: float, limit: int) -> list[tuple[str, GatewayTurn]]:
         """(session, row) of answer rows written more than ``older_than`` seconds ago whose

@@ -39,9 +39,12 @@ async def test_a_claim_that_meets_another_conversation_keeps_none_of_its_positio
     answer = await table.claim(sid, tenant, 5, b[5:])
     assert [r.chain for r in answer if r.position < 8] == a[5:]  # it sees the other conversation's rows
     assert await _positions(store, sid) == dict(enumerate(a))  # and positions 8 and 9 were not left behind
+    one = await table.claim(sid, tenant, 3, ["another"])  # one position (the usual call's claim)
+    assert [(r.position, r.chain) for r in one] == [(3, a[3])]
     again = await table.claim(sid, tenant, 5, a[5:] + _chain("a-more", 2))  # the same conversation goes on
     assert all(r.chain == (a + _chain("a-more", 2))[r.position] for r in again)
     assert len(await _positions(store, sid)) == 10
+    assert [r.chain for r in await table.claim(sid, tenant, 10, ["one more"])] == ["one more"]
 
 
 async def test_the_longest_prefix_is_found_among_the_last_digests_and_far_before_them(store: Store) -> None:
