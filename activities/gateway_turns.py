@@ -32,15 +32,18 @@ def _turn(row: asyncpg.Record) -> GatewayTurn:  # jsonb comes decoded (the store
                        answered=row.get("answered", answer is not None))
 
 
+# What a row is read as (``_turn``); ``rows_from`` reads the answer's presence, not the answer.
+COLUMNS = "position, chain, stored, answer"
+AT = f"SELECT {COLUMNS} FROM gateway_turns WHERE session_id = $1 AND position = $2"
+
+
 async def _put(c: asyncpg.Connection, session_id: str, position: int, tenant: str, chain: str,
                answer: dict[str, Any] | None = None) -> asyncpg.Record:
     """The row at ``position``: written now (one round trip), or the one already there."""
     row = await c.fetchrow("INSERT INTO gateway_turns (session_id, position, tenant, chain, answer) "
-                           "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING "
-                           "RETURNING position, chain, stored, answer", session_id, position, tenant, chain, answer)
-    return row if row is not None else await c.fetchrow(
-        "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 AND position = $2",
-        session_id, position)
+                           f"VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING {COLUMNS}",
+                           session_id, position, tenant, chain, answer)
+    return row if row is not None else await c.fetchrow(AT, session_id, position)
 
 
 # Digests asked for first when looking for a call's conversation (``longest_prefix``).
@@ -103,9 +106,7 @@ class GatewayTurns:
         return [_turn(r) for r in rows]
 
     async def at(self, session_id: str, position: int) -> GatewayTurn | None:
-        row = await self.store.run(lambda c: c.fetchrow(
-            "SELECT position, chain, stored, answer FROM gateway_turns WHERE session_id = $1 AND position = $2",
-            session_id, position), session_id)
+        row = await self.store.run(lambda c: c.fetchrow(AT, session_id, position), session_id)
         return None if row is None else _turn(row)
 
     async def claim(self, session_id: str, tenant: str, first: int, chains: list[str]) -> list[GatewayTurn]:
@@ -124,7 +125,7 @@ class GatewayTurns:
                     "INSERT INTO gateway_turns (session_id, position, tenant, chain) "
                     "SELECT $1, p, $2, h FROM unnest($3::int[], $4::text[]) AS t(p, h) ON CONFLICT DO NOTHING",
                     session_id, tenant, positions, chains)
-                rows = await c.fetch("SELECT position, chain, stored, answer FROM gateway_turns "
+                rows = await c.fetch(f"SELECT {COLUMNS} FROM gateway_turns "
                                      "WHERE session_id = $1 AND position = ANY($2::int[]) ORDER BY position",
                                      session_id, positions)
                 if any(r["chain"] != chains[r["position"] - first] for r in rows):
@@ -146,7 +147,7 @@ class GatewayTurns:
         """(session, row) of answer rows written more than ``older_than`` seconds ago whose
         items are not in their session, oldest first (none marked unstorable)."""
         rows = await self.store.run(lambda c: c.fetch(
-            "SELECT session_id, position, chain, stored, answer FROM gateway_turns "
+            f"SELECT session_id, {COLUMNS} FROM gateway_turns "
             "WHERE answer IS NOT NULL AND NOT stored AND unstorable IS NULL "
             "AND created_at < now() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
             older_than, limit))
