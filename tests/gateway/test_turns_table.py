@@ -6,6 +6,7 @@ left by an older claim that does not fit the chain ends the match (the call bran
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 
@@ -80,3 +81,21 @@ async def test_a_call_reads_the_end_and_the_unstored_rows_and_a_misfit_ends_the_
                                         "WHERE session_id = $1 AND position = 7", sid))
     matched, read = await _held(table, sid, chain[:55], 49)
     assert matched == 7 and _beyond(read, matched)  # the call does not continue this session
+
+
+async def test_claims_made_at_once_leave_one_conversation_whole(store: Store) -> None:
+    """Eight conversations claim positions of one session at once, from the same position:
+    some share their first turns, they differ in length. One wins every position it asked for,
+    and the session holds its chain alone: never one conversation's rows followed by the
+    longer tail of another that shared their start (claims that are not all or nothing leave
+    exactly that behind)."""
+    tenant = f"t-{uuid.uuid4().hex[:6]}"
+    table = GatewayTurns(store)
+    sid = await _session(store, tenant)
+    shared, common = _chain("shared", 4), _chain("common", 2)
+    await table.claim(sid, tenant, 0, shared)
+    tails = [common[:n % 3] + _chain(f"tail-{n}", 3 + n) for n in range(8)]
+    answers = await asyncio.gather(*(table.claim(sid, tenant, 4, tail) for tail in tails))
+    won = [n for n, rows in enumerate(answers) if [r.chain for r in rows] == tails[n]]
+    assert len(won) == 1
+    assert await _positions(store, sid) == dict(enumerate(shared + tails[won[0]]))
