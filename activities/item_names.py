@@ -13,26 +13,27 @@ Bounded and deterministic: a retried activity reports the same names. The fideli
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from itertools import chain
 
 from workflows.context import ItemContent
+from workflows.context.names import (  # noqa: F401  (re-exported: the fidelity counter's patterns)
+    CAMEL,
+    FILE_NAME,
+    IDENTIFIER,
+    MAX_NAME_CHARS,
+    MIN_NAME_CHARS,
+    line_names,
+    paths_in,
+    symbols_in,
+)
+from workflows.context.text import clip
 
 MAX_NAMES = 16  # per item: workflow state holds metadata only
-MAX_NAME_CHARS = 80
-MIN_NAME_CHARS = 4
-
-EXTENSIONS = ("py|pyi|pyx|js|mjs|ts|tsx|jsx|json|yaml|yml|toml|cfg|ini|txt|md|rst|c|h|cc|cpp|hpp|go|rs|java|rb|"
-               "sh|html|css|sql|xml|csv|lock|log|ex|exs|php|kt|swift|scala|vue|patch|diff")
-# a path: segments joined by "/" (``src/app.py``, ``/tmp/x``, ``./setup.py``), not right after a
-# ":" (a URL's "//host/...", or ``PATH=a:b/c``); the fidelity counter's own pattern allows the ":"
-_PATH = re.compile(r"(?<![\w/.~:-])(?:~|\.{1,2})?/?[\w.@+-]+(?:/[\w.@+-]+)+/?")
-# a file name with a common extension (``setup.cfg``)
-FILE_NAME = re.compile(rf"(?<![\w/.-])[\w-]+(?:\.[\w-]+)*\.(?:{EXTENSIONS})(?![\w/])")
-# an identifier, possibly dotted; kept when it looks like code (an inner "_", a dot, camelCase)
-IDENTIFIER = re.compile(r"(?<![\w./-])[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-CAMEL = re.compile(r"[a-z][A-Z]")
+MAX_LINES = 3  # key lines per item (Item.lines)
+LINE_CHARS = 120
+# a long output is searched for key lines in its head and tail only (the activity stays fast)
+LINES_HEAD_CHARS, LINES_TAIL_CHARS = 48_000, 16_000
 
 
 def names_of(content: ItemContent, limit: int = MAX_NAMES) -> list[str]:
@@ -42,36 +43,35 @@ def names_of(content: ItemContent, limit: int = MAX_NAMES) -> list[str]:
     calls = "\n".join(arguments_text(c.arguments) for c in content.tool_calls)
     names: dict[str, None] = {}
     # lazily: a long output is scanned only until ``limit`` names are found
-    for name in chain(_paths(calls), _symbols(calls), _paths(content.text), _symbols(content.text)):
+    for name in chain(paths_in(calls), symbols_in(calls), paths_in(content.text), symbols_in(content.text)):
         if len(names) >= limit:
             break
         names.setdefault(name, None)
     return list(names)
 
 
-def _paths(text: str) -> Iterable[str]:
-    for match in _PATH.finditer(text):
-        name = _trimmed(match.group())
-        if name and any(c.isalpha() for c in name) and "://" not in text[max(0, match.start() - 3):match.end()]:
-            yield name
-    for match in FILE_NAME.finditer(text):
-        name = _trimmed(match.group())
-        if name:
-            yield name
-
-
-def _symbols(text: str) -> Iterable[str]:
-    for match in IDENTIFIER.finditer(text):
-        name = _trimmed(match.group())
-        if name and not FILE_NAME.fullmatch(name) and ("_" in name.strip("_") or "." in name or CAMEL.search(name)):
-            yield name
-
-
-def _trimmed(name: str) -> str | None:
-    name = name.rstrip(".,:;")
-    if len(name) < MIN_NAME_CHARS or len(name) > MAX_NAME_CHARS or name.startswith("obs-"):
-        return None
-    return name
+def key_lines_of(content: ItemContent, limit: int = MAX_LINES) -> list[str]:
+    """Up to ``limit`` lines of ``content`` (its tool calls' arguments, then its text) that
+    mention the most distinct paths and symbols, in the order they appear, each clipped to
+    LINE_CHARS: a definition, a grep hit, an error line. A checkpoint shows some of an archived
+    item's lines verbatim, so that what the archived turns read and wrote stays in view as
+    content the model can act on, not as bare names (EngineConfig.checkpoint_lines)."""
+    calls = "\n".join(arguments_text(c.arguments) for c in content.tool_calls)
+    text = content.text
+    if len(text) > LINES_HEAD_CHARS + LINES_TAIL_CHARS:
+        text = text[:LINES_HEAD_CHARS] + "\n" + text[-LINES_TAIL_CHARS:]
+    scored: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(chain(calls.splitlines(), text.splitlines())):
+        line = clip(raw, LINE_CHARS)
+        if line in seen:
+            continue
+        seen.add(line)
+        count = len(line_names(line)) if line else 0
+        if count:
+            scored.append((-count, index, line))
+    chosen = sorted(scored)[:limit]
+    return [line for _, _, line in sorted(chosen, key=lambda entry: entry[1])]
 
 
 def arguments_text(arguments: str) -> str:

@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics, token_memo
-from activities.item_names import names_of
+from activities.item_names import key_lines_of, names_of
 from activities.runtime import ActivityGroup
 from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ItemConflict, ObservationNotFound
@@ -119,7 +119,8 @@ def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str
                 recall: RecallStyle = "tool") -> Item:
     """The item with its size, digest and measured costs filled in."""
     return item_with(item, size_chars=len(content.text), digest=digest_of(content), names=names_of(content),
-                     calls=call_lines(content), tokens=measure(item, content, preview_chars, model, recall))
+                     calls=call_lines(content), lines=key_lines_of(content),
+                     tokens=measure(item, content, preview_chars, model, recall))
 
 
 def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,

@@ -53,6 +53,9 @@ COST_PROFILE_PATCH = "cost-profile"
 # Sessions started since list no names of archived items in the checkpoint, and show each
 # archived output's call (issue 29, config.NAMES_INDEX_PROFILE); also only at a session's start.
 CHECKPOINT_CONTENT_PATCH = "checkpoint-content"
+# Sessions started since show key lines of archived items in the checkpoint (issue 29,
+# config.LINES_PROFILE); also only at a session's start.
+CHECKPOINT_LINES_PATCH = "checkpoint-lines"
 # Sessions started since tell their model of compactions (EngineConfig.budget_notice); also
 # only at a session's start, so a restored run keeps what its session started with.
 BUDGET_NOTICE_PATCH = "budget-notice"
@@ -80,7 +83,9 @@ def new_session_profile(llm_condensation: bool, budget_notice: bool = False) -> 
         notice["budget_notice"] = True
     if not workflow.patched(COST_PROFILE_PATCH):
         return notice
-    return {**notice, **cost_profile(llm_condensation, names_index=not workflow.patched(CHECKPOINT_CONTENT_PATCH))}
+    if not workflow.patched(CHECKPOINT_CONTENT_PATCH):
+        return {**notice, **cost_profile(llm_condensation, names_index=True)}
+    return {**notice, **cost_profile(llm_condensation, key_lines=workflow.patched(CHECKPOINT_LINES_PATCH))}
 
 
 def session_engine_config(cfg: SessionConfig, tool_definition_tokens: int,

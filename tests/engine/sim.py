@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from activities.item_names import names_of
+from activities.item_names import key_lines_of, names_of
 from activities.items import call_lines
 from workflows.context import engine as E
 from workflows.context.items import Item, Kind, Projection
@@ -48,8 +48,11 @@ class Sim:
     def _add(self, kind: str, role: str, content: E.ItemContent, arguments: str | None = None, **fields) -> Item:
         self.seq += 1
         item_id = fields.pop("id", f"{kind[:3]}-{self.seq}")
-        if self.state.config.checkpoint_names and kind != Kind.CAPABILITY.value:
+        config = self.state.config
+        if (config.checkpoint_names or config.checkpoint_lines) and kind != Kind.CAPABILITY.value:
             fields.setdefault("names", names_of(content))  # as activities.items.finish_item
+        if config.checkpoint_lines and kind != Kind.CAPABILITY.value:
+            fields.setdefault("lines", key_lines_of(content))
         if kind == Kind.ASSISTANT.value:
             fields.setdefault("calls", call_lines(content))  # as activities.items.finish_item
         item = Item(id=item_id, seq=self.seq, kind=kind, role=role, size_chars=len(content.text), **fields)

@@ -14,6 +14,8 @@ from activities.items import CALL_CHARS, MAX_CALLS, call_lines
 from tests.engine.sim import Sim, big
 from workflows.context import engine as E
 from workflows.context.checkpoint import (
+    ADDRESS_ROOM_TOKENS,
+    LINE_TOKENS,
     CheckpointData,
     EpisodeNote,
     _episode_lines,
@@ -21,6 +23,7 @@ from workflows.context.checkpoint import (
     _lines,
     _observation_line,
     checkpoint_text,
+    chosen_lines,
 )
 from workflows.context.config import cost_profile
 from workflows.context.content import ItemContent, ToolCall
@@ -89,10 +92,11 @@ def test_names_are_shed_oldest_first_to_fit_the_cap_and_anchors_go_before_the_la
     assert listed == [f"module_{seq:02d}.py" for seq in range(40, 40 - len(listed), -1)]
 
 
-def _session_with_names(profile: bool, names_index: bool = False) -> Sim:
+def _session_with_names(profile: bool, names_index: bool = False, key_lines: bool = True) -> Sim:
     """``profile``: the cost profile of a new session; ``names_index``: as sessions started
-    before issue 29 ran it (the checkpoint lists names)."""
-    options = cost_profile(llm_condensation=False, names_index=names_index) if profile else {}
+    before issue 29 ran it (the checkpoint lists names); ``key_lines``: off as sessions started
+    before the checkpoint's lines ran it."""
+    options = cost_profile(llm_condensation=False, names_index=names_index, key_lines=key_lines) if profile else {}
     sim = Sim(budget_tokens=6_000, llm_condensation=False, **options)
     sim.system()
     sim.user("fix the failing test")
@@ -159,10 +163,14 @@ def test_a_new_sessions_checkpoint_shows_each_archived_output_beside_the_call_th
         address = line.split("observation://")[1].split(" ")[0]
         output = by_address[address]
         command = json.loads(call_of[output.tool_call_ids[0]].arguments)["command"]
-        assert f"— bash {command} → " in line, line
+        # brief, as new sessions show it (patch checkpoint-lines): the call and the output's size
+        assert line.endswith(f"— bash {command} ({output.size_chars} chars)"), line
     # sessions started before issue 29: the tool name and the output's digest only
     older = _observation_lines(_checkpoint(_session_with_names(profile=True, names_index=True)))
     assert older and not any(" → " in line for line in older)
+    # sessions started between issue 29 and the checkpoint's lines: the call, then the digest
+    digests = _observation_lines(_checkpoint(_session_with_names(profile=True, key_lines=False)))
+    assert digests and all(" → " in line for line in digests)
 
 
 def test_call_lines_read_as_the_agent_wrote_the_call():
@@ -219,8 +227,9 @@ def test_the_shedding_arithmetic_measures_the_text_it_would_render(archived, epi
     checkpoint = CheckpointData()
     for seq, (kind, names) in enumerate(archived):
         item = Item(id=f"i{seq}", seq=seq, kind=kind, role=kind, digest=f"d{seq}" * (seq % 7), names=names,
-                    observation_id=f"obs-{seq}" if kind == "tool" else None, size_chars=seq)
-        checkpoint.record_item(item, max_names=50)
+                    observation_id=f"obs-{seq}" if kind == "tool" else None, size_chars=seq,
+                    lines=[f"line {seq} of {name}" for name in names[:3]])
+        checkpoint.record_item(item, max_names=50, pool_lines=True)
     for n in range(episodes):
         checkpoint.record_episode(EpisodeNote(id=f"ep{n}", kind="exploration", goal="g" * n, conclusion="c",
                                               obs_ids=[f"obs-{n}"] * n))
@@ -229,44 +238,55 @@ def test_the_shedding_arithmetic_measures_the_text_it_would_render(archived, epi
     episode_lines = [_episode_lines(note) for note in checkpoint.episodes]
     anchors = [f"- {a}" for a in checkpoint.anchors]
     observations = [_observation_line(note) for note in checkpoint.observations]
-    length = _Length(checkpoint, episode_lines, anchors, observations, "hint")
+    key_lines = [f"- {line}" for line in checkpoint.lines]
+    length = _Length(checkpoint, episode_lines, anchors, observations, "hint", key_lines)
     keep = {"episodes": data.draw(st.integers(0, len(episode_lines))), "anchors": data.draw(st.integers(0, len(anchors))),
             "names": data.draw(st.integers(0, len(checkpoint.names))),
-            "observations": data.draw(st.integers(0, len(observations)))}
-    rendered = "\n".join(_lines(checkpoint, episode_lines, anchors, observations, keep, "hint"))
+            "observations": data.draw(st.integers(0, len(observations))),
+            "lines": data.draw(st.integers(0, len(key_lines)))}
+    rendered = "\n".join(_lines(checkpoint, episode_lines, anchors, observations, keep, "hint", key_lines))
     assert length(keep) == len(rendered)
 
 
-def _shed_one_by_one(checkpoint: CheckpointData, cap_tokens: int) -> str:
+def _shed_one_by_one(checkpoint: CheckpointData, cap_tokens: int, lines: int = 0) -> str:
     """checkpoint_text as it shed before: one step at a time, re-rendering every line."""
     episodes = [_episode_lines(note) for note in checkpoint.episodes]
     anchors = [f"- {a}" for a in checkpoint.anchors]
     observations = [_observation_line(note) for note in checkpoint.observations]
+    lines = min(lines, max(0, (cap_tokens - ADDRESS_ROOM_TOKENS) // LINE_TOKENS))
+    key_lines = [f"- {line}" for line in chosen_lines(checkpoint.lines, lines)]
     keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes),
-            "names": len(checkpoint.names)}
-    order = [("observations", 4), ("names", 16), ("anchors", 0), ("episodes", 1), ("observations", 0),
-             ("names", 0), ("episodes", 0)]
+            "names": len(checkpoint.names), "lines": len(key_lines)}
+    order = [("observations", 4), ("names", 16), ("lines", 4), ("anchors", 0), ("episodes", 1), ("observations", 0),
+             ("names", 0), ("lines", 0), ("episodes", 0)]
     hint = "recall exact tool output with recall_observation(address, offset, limit) on the listed addresses."
-    while chars_to_tokens(len("\n".join(_lines(checkpoint, episodes, anchors, observations, keep, hint)))) > cap_tokens:
+
+    def render() -> str:
+        return "\n".join(_lines(checkpoint, episodes, anchors, observations, keep, hint, key_lines))
+
+    while chars_to_tokens(len(render())) > cap_tokens:
         name = next((n for n, floor in order if keep[n] > floor), None)
         if name is None:
             break
         keep[name] = max(0, keep[name] - (8 if name == "names" else 1))
-    return "\n".join(_lines(checkpoint, episodes, anchors, observations, keep, hint))
+    return render()
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 60), st.integers(0, 120), st.integers(0, 12), st.integers(0, 30), st.integers(40, 1_500))
-def test_shedding_by_bisection_leaves_out_what_one_step_at_a_time_did(outputs, names, turns, dropped, cap):
+@given(st.integers(0, 60), st.integers(0, 120), st.integers(0, 12), st.integers(0, 30), st.integers(40, 1_500),
+       st.integers(0, 40))
+def test_shedding_by_bisection_leaves_out_what_one_step_at_a_time_did(outputs, names, turns, dropped, cap, lines):
     checkpoint = CheckpointData(dropped_observations=dropped)
     for seq in range(max(outputs, turns)):
         if seq < outputs:
             checkpoint.record_item(Item(id=f"o{seq}", seq=2 * seq, kind="tool_result", role="tool", digest="ls " * seq,
-                                        observation_id=f"obs-{seq}", size_chars=seq), max_names=200)
+                                        observation_id=f"obs-{seq}", size_chars=seq,
+                                        lines=[f"def handler_{seq}(x_{n}) in pkg/mod_{n}.py" for n in range(seq % 4)]),
+                                   max_names=200, pool_lines=True)
         if seq < turns:
             checkpoint.record_item(_item(2 * seq + 1, []), max_names=200)
     checkpoint.record_item(_item(10_000, [f"name_{n}" * (1 + n % 3) for n in range(names)]), max_names=200)
-    assert checkpoint_text(checkpoint, cap) == _shed_one_by_one(checkpoint, cap)
+    assert checkpoint_text(checkpoint, cap, lines=lines) == _shed_one_by_one(checkpoint, cap, lines)
 
 
 def test_the_profile_previews_a_quarter_of_the_budget_but_never_less_than_a_usable_recall_chunk():

@@ -35,13 +35,14 @@ AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "ro
 # Fields added since, left out of the hashed dumps: the sessions below leave them at their
 # defaults (no item names, no calls shown; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.
-ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share", "budget_notice", "checkpoint_calls")
-STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names", "calls"}},
-                 "checkpoint": {"names": True, "observations": {"__all__": {"call"}}},
+ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share", "budget_notice", "checkpoint_calls",
+                "checkpoint_lines", "checkpoint_brief_references")
+STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names", "calls", "lines"}},
+                 "checkpoint": {"names": True, "lines": True, "observations": {"__all__": {"call"}}},
                  "counters": {"archived_observations"},  # a count added since, derived from the archived items
                  "notices": True, "notice_task": True}  # the budget notice's (off in these sessions)
-PLAN_EXCLUDE = {"checkpoint": {"names": True, "observations": {"__all__": {"call"}}}}
-RESULT_EXCLUDE = {"archived": {"__all__": {"names", "calls"}}}
+PLAN_EXCLUDE = {"checkpoint": {"names": True, "lines": True, "observations": {"__all__": {"call"}}}}
+RESULT_EXCLUDE = {"archived": {"__all__": {"names", "calls", "lines"}}}
 
 
 def plan_json(plan) -> str:
@@ -66,6 +67,7 @@ def _unchanged(state) -> None:
     defaults = EngineConfig.model_fields
     assert all(getattr(state.config, f) == defaults[f].default for f in ADDED_CONFIG)
     assert not state.checkpoint.names and not any(item.names for item in state.items.values())
+    assert not state.checkpoint.lines and not any(item.lines for item in state.items.values())
     # items carry their calls (activities.items.finish_item), which checkpoint_calls (off) never shows
     assert not any(note.call for note in state.checkpoint.observations)
 

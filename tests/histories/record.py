@@ -233,6 +233,10 @@ async def main(names: list[str]) -> None:
             # model-call-writes-generated), no activity and workflow task of their own
             "model-call-writes-hosted": lambda: hosted(client, queue, "model-call-writes-hosted", LONG_TRAJECTORY,
                                                        budget_tokens=4_000),
+            # issue 29: new sessions' checkpoints show key lines of archived items and brief references
+            # (patch checkpoint-lines); a budget whose checkpoint has room for lines
+            "checkpoint-lines-hosted": lambda: hosted(client, queue, "checkpoint-lines-hosted", LONG_TRAJECTORY,
+                                                      budget_tokens=8_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

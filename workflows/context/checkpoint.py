@@ -15,6 +15,7 @@ from itertools import accumulate, chain, islice
 from pydantic import BaseModel, ConfigDict, Field
 
 from .items import Item, Kind
+from .names import line_names
 from .observations import SCHEME, RecallStyle
 from .text import chars_to_tokens, clip
 
@@ -33,6 +34,19 @@ LINE_CHARS = 200
 CALL_CHARS = 80  # of a call beside an observation address (the rest of the line: its digest)
 NAME_CHARS = 80
 NAMES_SHED = 8  # names are left out in steps of this many when the checkpoint is over its cap
+# Lines of archived items kept to choose the shown ones from (most recent first): about the
+# last 32 archived items' lines, bounded because workflow state holds metadata only.
+POOL_LINES = 96
+# A shown line costs about this many tokens (LINE_CHARS of activities/item_names.py and
+# its "- "); lines never take the first ADDRESS_ROOM_TOKENS of the cap, which the header, the
+# anchors and a few recallable addresses need: under a small budget (8,000 tokens) more lines
+# would push out the addresses a recall reads (measured: bench/results/README.md).
+LINE_TOKENS = 30
+ADDRESS_ROOM_TOKENS = 480
+# What a checkpoint over its cap leaves out first: each list in turn down to its floor (the
+# least valuable first: old observation references, then old names, lines, anchors, episodes)
+SHED_ORDER = [("observations", 4), ("names", 2 * NAMES_SHED), ("lines", 4), ("anchors", 0), ("episodes", 1),
+              ("observations", 0), ("names", 0), ("lines", 0), ("episodes", 0)]
 
 
 class ObservationNote(BaseModel):
@@ -69,21 +83,25 @@ class CheckpointData(BaseModel):
     anchors: list[str] = Field(default_factory=list)
     # paths and code symbols archived items mentioned (Item.names), most recent first
     names: list[str] = Field(default_factory=list)
+    # key lines of archived items (Item.lines), most recent first, at most POOL_LINES
+    lines: list[str] = Field(default_factory=list)
     dropped_observations: int = 0  # older references no longer listed (still recallable)
     dropped_episodes: int = 0
 
     def copy(self) -> CheckpointData:  # type: ignore[override]  # the lists copied, unlike BaseModel.copy
         """An independent copy: the lists are copied, their notes are never mutated."""
         return self.model_copy(update={"episodes": list(self.episodes), "observations": list(self.observations),
-                                       "anchors": list(self.anchors), "names": list(self.names)})
+                                       "anchors": list(self.anchors), "names": list(self.names),
+                                       "lines": list(self.lines)})
 
     def covers(self, seq: int) -> bool:
         return self.first_seq is not None and self.first_seq <= seq <= (self.last_seq or seq)
 
-    def record_item(self, item: Item, max_names: int = 0, call: str = "") -> None:
+    def record_item(self, item: Item, max_names: int = 0, call: str = "", pool_lines: bool = False) -> None:
         """Account for one archived lane item (its address and prose digest, if any, and up to
         ``max_names`` of the names archived items mentioned, the most recent first; ``call``:
-        the call whose output it is)."""
+        the call whose output it is; ``pool_lines``: its key lines join the pool the shown
+        lines are chosen from)."""
         self.first_seq = item.seq if self.first_seq is None else min(self.first_seq, item.seq)
         self.last_seq = item.seq if self.last_seq is None else max(self.last_seq, item.seq)
         self.archived_items += 1
@@ -103,6 +121,9 @@ class CheckpointData(BaseModel):
             del self.anchors[MAX_ANCHORS:]
         if max_names and item.names:
             self._record_names(item.names, max_names)
+        if pool_lines and item.lines:
+            merged = dict.fromkeys(chain(item.lines, self.lines))  # a line archived again moves up
+            self.lines = list(islice(merged, POOL_LINES))
 
     def _record_names(self, names: list[str], max_names: int) -> None:
         # the item's names in their order, then the earlier ones not among them (dict: C-level dedupe)
@@ -116,26 +137,60 @@ class CheckpointData(BaseModel):
             del self.episodes[MAX_EPISODES:]
 
 
+def chosen_lines(pool: list[str], count: int, shown: frozenset[str] = frozenset()) -> list[str]:
+    """Up to ``count`` lines of ``pool`` (most recent first), chosen greedily: each time the
+    line whose names not yet covered weigh most, a name weighing as many pool lines as carry it
+    (what the archived turns kept coming back to). Names in ``shown`` (what the request still
+    shows) and names an earlier chosen line carries count nothing; a line that adds no name is
+    never chosen. Returned in pool order. Deterministic: ties go to the more recent line."""
+    if not count or not pool:
+        return []
+    names = [line_names(line) - shown for line in pool]
+    weight: dict[str, int] = {}
+    for carried in names:
+        for name in carried:
+            weight[name] = weight.get(name, 0) + 1
+    covered: set[str] = set()
+    chosen: list[int] = []
+    left = [index for index, carried in enumerate(names) if carried]
+    while left and len(chosen) < count:
+        best, best_gain = -1, 0
+        for index in left:
+            gain = sum(weight[name] for name in names[index] if name not in covered)
+            if gain > best_gain:
+                best, best_gain = index, gain
+        if best < 0:
+            break
+        chosen.append(best)
+        covered |= names[best]
+        left = [index for index in left if index != best and not names[index] <= covered]
+    return [pool[index] for index in sorted(chosen)]
+
+
 def _anchor_seq(anchor: str) -> int:
     return int(anchor.split(" ", 2)[1])
 
 
-def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle = "tool") -> str:
-    """The checkpoint message; older list entries are left out until it fits ``cap_tokens``.
+def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle = "tool", lines: int = 0,
+                    shown: frozenset[str] = frozenset(), brief_references: bool = False) -> str:
+    """The checkpoint message; older list entries are left out until it fits ``cap_tokens``
+    (``lines``: the most key lines of archived items to show, :func:`chosen_lines`; fewer
+    under a small cap, see ADDRESS_ROOM_TOKENS; ``brief_references``: an output's reference
+    shows its call and size, not its digest, when its call is known).
 
     Every line is rendered once; shedding works on line lengths (this runs once per
     archived unit while a compaction is planned, so it must stay cheap).
     """
     episodes = [_episode_lines(note) for note in data.episodes]
     anchors = [f"- {a}" for a in data.anchors]
-    observations = [_observation_line(note) for note in data.observations]
+    observations = [_observation_line(note, brief_references) for note in data.observations]
+    lines = min(lines, max(0, (cap_tokens - ADDRESS_ROOM_TOKENS) // LINE_TOKENS))
+    key_lines = [f"- {line}" for line in chosen_lines(data.lines, lines, shown)]
     keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes),
-            "names": len(data.names)}
-    # shed the least valuable first: old observation references, then old names, anchors, episodes
-    order = [("observations", 4), ("names", 2 * NAMES_SHED), ("anchors", 0), ("episodes", 1), ("observations", 0),
-             ("names", 0), ("episodes", 0)]
+            "names": len(data.names), "lines": len(key_lines)}
+    order = SHED_ORDER
     hint = _RECALL_SENTENCES[recall]
-    length = _Length(data, episodes, anchors, observations, hint)
+    length = _Length(data, episodes, anchors, observations, hint, key_lines)
 
     def too_long() -> bool:
         return chars_to_tokens(length(keep)) > cap_tokens
@@ -144,7 +199,7 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
         for name, floor in order:  # each list in turn, down to its floor, while the text is too long
             if _shed(keep, name, floor, NAMES_SHED if name == "names" else 1, too_long):
                 break
-    return "\n".join(_lines(data, episodes, anchors, observations, keep, hint))
+    return "\n".join(_lines(data, episodes, anchors, observations, keep, hint, key_lines))
 
 
 def _shed(keep: dict[str, int], name: str, floor: int, step: int, too_long: Callable[[], bool]) -> bool:
@@ -183,12 +238,15 @@ def _episode_lines(note: EpisodeNote) -> list[str]:
     return lines
 
 
-def _observation_line(note: ObservationNote) -> str:
-    return _observation_line_of(note.obs_id, note.tool, note.digest, note.seq, note.chars, note.call)
+def _observation_line(note: ObservationNote, brief: bool = False) -> str:
+    return _observation_line_of(note.obs_id, note.tool, note.digest, note.seq, note.chars, note.call, brief)
 
 
 @lru_cache(maxsize=4096)  # a compaction renders the same references once per archived unit
-def _observation_line_of(obs_id: str, tool: str, digest: str, seq: int, chars: int, call: str = "") -> str:
+def _observation_line_of(obs_id: str, tool: str, digest: str, seq: int, chars: int, call: str = "",
+                         brief: bool = False) -> str:
+    if call and brief:  # the call says what the output holds: "Read src/app.py (1200 chars)"
+        return clip(f"- {SCHEME}{obs_id} — {call} ({chars} chars)", LINE_CHARS)
     what = f" {digest}" if digest else ""
     if call:  # the call names the tool: "Read src/app.py → <digest>"
         return clip(f"- {SCHEME}{obs_id} — {call} →{what} (seq {seq}, {chars} chars)", LINE_CHARS)
@@ -204,14 +262,16 @@ class _Length:
     shedding loop asks once per entry left out, and a compaction asks once per archived unit."""
 
     def __init__(self, data: CheckpointData, episodes: list[list[str]], anchors: list[str], observations: list[str],
-                 hint: str) -> None:
+                 hint: str, key_lines: list[str]) -> None:
         self.data = data
-        head = _lines(data, [], [], [], {"episodes": 0, "anchors": 0, "names": 0, "observations": 0}, hint)
+        head = _lines(data, [], [], [], {"episodes": 0, "anchors": 0, "names": 0, "observations": 0, "lines": 0}, hint,
+                      [])
         self.head = sum(len(line) + 1 for line in head)  # every line counts its newline; the last has none
         self.episodes = _prefix_sums(sum(map(len, block)) + len(block) for block in episodes)
         self.anchors = _prefix_sums(map(len, anchors))  # + 1 per line: added in __call__
         self.names = _prefix_sums(map(len, data.names))  # + a separator per name: added in __call__
         self.observations = _prefix_sums(map(len, observations))
+        self.key_lines = _prefix_sums(map(len, key_lines))  # + 1 per line: added in __call__
 
     def __call__(self, keep: dict[str, int]) -> int:
         data, total = self.data, self.head
@@ -221,6 +281,8 @@ class _Length:
             total += len(_episodes_hidden(hidden)) + 1 if hidden else 0
         if keep["anchors"]:
             total += len(ANCHORS_HEADER) + 1 + self.anchors[keep["anchors"]] + keep["anchors"]
+        if keep["lines"]:
+            total += len(LINES_HEADER) + 1 + self.key_lines[keep["lines"]] + keep["lines"]
         if keep["names"]:
             total += len(NAMES_HEADER) + self.names[keep["names"]] + len(NAMES_SEPARATOR) * (keep["names"] - 1) + 1
         if len(self.observations) > 1:
@@ -232,6 +294,7 @@ class _Length:
 
 EPISODES_HEADER = "Completed episodes (conclusions written by the agent):"
 ANCHORS_HEADER = "Recent anchors:"
+LINES_HEADER = "Lines of archived output and turns (verbatim, whitespace collapsed; recall an address for the rest):"
 NAMES_HEADER = "Files and symbols the archived items mentioned (most recent first): "
 NAMES_SEPARATOR = ", "
 OBSERVATIONS_HEADER = "Observation references (most recent first):"
@@ -246,7 +309,7 @@ def _observations_hidden(count: int) -> str:
 
 
 def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], observations: list[str],
-           keep: dict[str, int], hint: str) -> list[str]:
+           keep: dict[str, int], hint: str, key_lines: list[str]) -> list[str]:
     lines = [
         "[Context checkpoint] Earlier history was archived to keep this context bounded; nothing was deleted.",
         f"Archived: items seq {data.first_seq}–{data.last_seq} ({data.archived_items} items) are out of this "
@@ -262,6 +325,9 @@ def _lines(data: CheckpointData, episodes: list[list[str]], anchors: list[str], 
     if keep["anchors"]:
         lines.append(ANCHORS_HEADER)
         lines.extend(anchors[: keep["anchors"]])
+    if keep["lines"]:
+        lines.append(LINES_HEADER)
+        lines.extend(key_lines[: keep["lines"]])
     if keep["names"]:
         lines.append(NAMES_HEADER + NAMES_SEPARATOR.join(data.names[: keep["names"]]))
     if observations:

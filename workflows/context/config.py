@@ -75,6 +75,15 @@ class EngineConfig(BaseModel):
     # (Item.calls of its assistant turn: ``Read src/app.py → <the output's digest>``): the
     # model sees which address holds which file or command's output, and recalls that one.
     checkpoint_calls: bool = False
+    # The checkpoint also shows this many lines of archived items verbatim (Item.lines), picked
+    # for the names they carry that nothing still in the request shows, the names archived lines
+    # repeat most weighing most: content the model can act on (a signature, a grep hit, an error)
+    # where a list of names says only that a file existed (0: none).
+    checkpoint_lines: int = Field(default=0, ge=0)
+    # A checkpoint reference to an archived output whose call is known shows the call and the
+    # output's size, not its first characters: the call says what it holds, and the digest's
+    # room goes to more addresses and lines (mini-swe-agent's digests read "<returncode>0...").
+    checkpoint_brief_references: bool = False
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     preview_share: float = Field(default=0.5, gt=0, le=1)  # the derived preview: chars = share × budget
     protected_groups: int = Field(default=4, ge=1)
@@ -170,15 +179,22 @@ CHECKPOINT_PROFILE: dict[str, int | float | bool] = {
 # observation addresses it could recall: without it the recorded sessions miss fewer names at
 # every budget, at the same cost (bench/engine_sensitivity.py, bench/results/README.md).
 NAMES_INDEX_PROFILE: dict[str, int | float | bool] = {"checkpoint_names": 192, "checkpoint_calls": False}
+# Sessions started since show lines of archived items in the checkpoint, and brief references
+# (workflows/lane.py: patch checkpoint-lines); chosen with bench/engine_sensitivity.py (bench/results/README.md).
+LINES_PROFILE: dict[str, int | float | bool] = {"checkpoint_lines": 48, "checkpoint_brief_references": True}
 # Only without LLM condensation (a condensation has its own trigger and target).
 FALLBACK_PROFILE: dict[str, int | float | bool] = {
     "compact_at_ratio": 0.75, "target_ratio": 0.3, "protected_groups": 2,
 }
 
 
-def cost_profile(llm_condensation: bool, names_index: bool = False) -> dict[str, int | float | bool]:
+def cost_profile(llm_condensation: bool, names_index: bool = False,
+                 key_lines: bool = True) -> dict[str, int | float | bool]:
     """The EngineConfig values a new session runs with besides the field defaults
-    (``names_index``: as sessions started before issue 29 ran, NAMES_INDEX_PROFILE)."""
+    (``names_index``: as sessions started before issue 29 ran, NAMES_INDEX_PROFILE;
+    ``key_lines``: LINES_PROFILE, off for sessions started before it)."""
     profile = dict(CHECKPOINT_PROFILE) if llm_condensation else {**CHECKPOINT_PROFILE, **FALLBACK_PROFILE}
-    return {**profile, **NAMES_INDEX_PROFILE} if names_index else profile
+    if names_index:
+        return {**profile, **NAMES_INDEX_PROFILE}
+    return {**profile, **LINES_PROFILE} if key_lines else profile
 

@@ -78,6 +78,7 @@ class Draft:
         shown = facts.shown_groups
         self._lane: list[Item] | None = None
         self._calls: dict[str, str] | None = None  # _call_of's index
+        self._kept_names: frozenset[str] | None = None
         # passes._referenceable's last candidates and the protected groups they are for
         self.referenceable: tuple[set[int], list[Item]] | None = None
         # the configured window (ledger.protected_groups: a pure function of the state, which a
@@ -149,7 +150,18 @@ class Draft:
         return min(self.config.checkpoint_tokens, max(150, self.config.base_budget // 10))
 
     def checkpoint_text(self) -> str:
-        return checkpoint_text(self.checkpoint, self.checkpoint_cap(), self.config.recall)
+        lines = self.config.checkpoint_lines
+        return checkpoint_text(self.checkpoint, self.checkpoint_cap(), self.config.recall, lines,
+                               self.kept_names() if lines else frozenset(), self.config.checkpoint_brief_references)
+
+    def kept_names(self) -> frozenset[str]:
+        """The names (Item.names) of the items no pass archives: the protected groups and the
+        pinned items, which the request goes on showing. Found once per draft: the checkpoint's
+        lines need not repeat them."""
+        if self._kept_names is None:
+            self._kept_names = frozenset(name for item in self.lane if item.names and self.protected(item)
+                                         for name in item.names)
+        return self._kept_names
 
     # --- changing the draft --------------------------------------------------------------
     def invalidate(self) -> None:
@@ -208,7 +220,8 @@ class Draft:
     def archive(self, item: Item, reason: str) -> None:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, reason)
-        self.checkpoint.record_item(item, self.config.checkpoint_names, self._call_of(item))
+        self.checkpoint.record_item(item, self.config.checkpoint_names, self._call_of(item),
+                                    pool_lines=self.config.checkpoint_lines > 0)
         self.checkpoint_changed = True
         self.invalidate()
 

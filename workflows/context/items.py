@@ -99,6 +99,10 @@ class Item:
     # An assistant turn's tool calls, one short line each, in the order of ``tool_call_ids``
     # (the caller supplies them): the checkpoint names the call beside an archived output's address.
     calls: list[str] = field(default_factory=list)
+    # Up to a few of the content's lines that mention the most paths and symbols, clipped (the
+    # caller supplies them): a checkpoint shows some lines of archived items verbatim
+    # (EngineConfig.checkpoint_lines).
+    lines: list[str] = field(default_factory=list)
     terminal: bool = False  # the final assistant answer of an ended task (set by end_task)
 
     def cost(self, projection: Projection | None = None) -> int:

@@ -163,7 +163,8 @@ def add_item(state: ContextState, item: Item, arguments: str | None = None) -> I
 
 def copy_item(item: Item) -> Item:
     """A copy sharing nothing mutable with ``item`` (cheaper than a generic deep copy)."""
-    return item_with(item, tokens=dict(item.tokens), tool_call_ids=list(item.tool_call_ids), names=list(item.names))
+    return item_with(item, tokens=dict(item.tokens), tool_call_ids=list(item.tool_call_ids), names=list(item.names),
+                     lines=list(item.lines))
 
 
 def _assign_lifecycle(state: ContextState, item: Item, arguments: str | None) -> None:
