@@ -125,7 +125,8 @@ def _session(key_lines: bool) -> Sim:
     for n in range(40):
         arguments = json.dumps({"command": f"cat src/pkg/module_{n}.py"})
         assistant = sim.assistant(f"Reading module_{n}.", [("bash", arguments)])
-        body = "\n".join([f"def helper_{n}(config_{n}, shared_state):", "    return None"] +
+        body = "\n".join([f"def helper_{n}(config_{n}, shared_state):", "    return None",
+                          "from pkg.common import load_settings, save_settings, Settings_Type"] +
                          [f"# filler line {k} " + "x" * 60 for k in range(60)])
         sim.tool(assistant.tool_call_ids[0], body, arguments=arguments)
         sim.compact_if_needed()
@@ -148,6 +149,10 @@ def test_a_new_session_keeps_lines_of_archived_outputs_in_view_verbatim():
         # verbatim content of an archived output (whitespace collapsed), carrying a name nothing kept shows
         assert any(line in " ".join(text.split()) for text in texts.values()), line
         assert line_names(line) - kept, line
+    # every output carries the import line: the archived lines repeat it most, but the newest
+    # exchanges (never archived) show it, so the checkpoint spends no line on it
+    assert any("load_settings" in line for line in sim.state.checkpoint.lines)
+    assert not any("load_settings" in line for line in shown)
     # a name of an archived output shown only by its line is in the request as content
     helper = shown[0].removeprefix("- ").split("(")[0].removeprefix("def ")
     outside_checkpoint = json.dumps([m for m in request if "[Context checkpoint]" not in m["content"]])

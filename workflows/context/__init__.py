@@ -15,6 +15,7 @@ from workflows.context.compaction_plan import ApplyResult, CompactionPlan, Rejec
 from workflows.context.config import (
     CHECKPOINT_PROFILE,
     FALLBACK_PROFILE,
+    LINES_PROFILE,
     NAMES_INDEX_PROFILE,
     EngineConfig,
     GeneratedRole,
@@ -75,7 +76,8 @@ __all__ = [
     "EngineError", "Entries", "FALLBACK_PROFILE", "FormatError", "FormattedRequest", "GENERATED_KINDS",
     "GeneratedRole", "INLINE_TEXT_LIMIT", "IncompleteCoverageError", "Item", "ItemContent", "ItemReport",
     "Kind", "MAIN_LANE", "MAX_SUBMIT_CHARS", "MAX_WORKFLOW_TOOL_ARGUMENTS", "MemoryDoc", "ModelPrice",
-    "NAMES_HEADER", "NAMES_INDEX_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
+    "NAMES_HEADER", "LINES_PROFILE",
+    "NAMES_INDEX_PROFILE", "Projection", "RATIO_MAX", "RecallStyle", "Rejection", "Rendered", "RequestFormat",
     "RequestRenderer", "SCHEME", "SECTIONS", "SECTION_ENTRIES", "SharedEntry", "ToolCall", "ToolClass",
     "UsageCounts", "UsageTotals", "add_counts", "budget_ratio", "check_pin", "classify_tool", "clip", "cost_profile",
     "cost_units", "counts_of", "engine", "external_observation_id", "format_request", "from_responses_items",
