@@ -27,7 +27,7 @@ from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_file
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
 from worker.replay.policies import BEFORE_COST_PROFILE
 from worker.replay.simulator import default_jobs, engine_config, largest_first, replay_paths
-from workflows.context import CHECKPOINT_PROFILE, FALLBACK_PROFILE, NAMES_INDEX_PROFILE
+from workflows.context import CHECKPOINT_PROFILE, FALLBACK_PROFILE, LINES_PROFILE, NAMES_INDEX_PROFILE, EngineConfig
 
 # (label, options); options may depend on the budget (a callable of it)
 Variant = tuple[str, dict | Callable[[int], dict]]
@@ -39,6 +39,12 @@ VARIANTS: list[Variant] = [
     ("fallback profile only (checkpoint as before)", {k: BEFORE_COST_PROFILE[k] for k in CHECKPOINT_PROFILE}),
     # as sessions started between issue 16 and issue 29 ran: the checkpoint lists 192 names
     ("with the names index (before issue 29)", NAMES_INDEX_PROFILE),
+    # as sessions started before the checkpoint's key lines ran (issue 29), and each half of them
+    ("without key lines (before patch checkpoint-lines)",
+     {name: EngineConfig.model_fields[name].default for name in LINES_PROFILE}),
+    ("key lines, references with digests", {"checkpoint_brief_references": False}),
+    ("brief references, no key lines", {"checkpoint_lines": 0}),
+    ("checkpoint_lines=24", {"checkpoint_lines": 24}),
     # one knob of the profile back at its previous value
     ("compact_at_ratio=1", {"compact_at_ratio": 1.0}),
     ("compact_at_ratio=0.8", {"compact_at_ratio": 0.8}),

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from activities.item_names import LINE_CHARS, LINES_HEAD_CHARS, MAX_LINES, key_lines_of
 from tests.engine.sim import Sim
 from workflows.context import engine as E
@@ -162,3 +165,33 @@ def test_a_new_session_keeps_lines_of_archived_outputs_in_view_verbatim():
     assert before.state.config.checkpoint_lines == 0
     assert LINES_HEADER not in json.dumps(before.messages(before.request()))
     assert before.state.checkpoint.lines == []
+
+
+def _eager(pool: list[str], count: int, shown: frozenset[str]) -> list[str]:
+    """The greedy choice written plainly: every line's gain recomputed at every pick."""
+    names = [line_names(line) - shown for line in pool]
+    weight: dict[str, int] = {}
+    for carried in names:
+        for name in carried:
+            weight[name] = weight.get(name, 0) + 1
+    covered: set[str] = set()
+    chosen: list[int] = []
+    while len(chosen) < count:
+        gains = [(sum(weight[n] for n in carried - covered), -index) for index, carried in enumerate(names)
+                 if index not in chosen]
+        best = max(gains, default=(0, 0))
+        if best[0] == 0:
+            break
+        chosen.append(-best[1])
+        covered |= names[-best[1]]
+    return [pool[index] for index in sorted(chosen)]
+
+
+_NAMES = st.sampled_from([f"name_{n}" for n in range(12)] + [f"pkg/mod_{n}.py" for n in range(6)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_NAMES, max_size=5), max_size=40), st.integers(0, 12), st.sets(_NAMES, max_size=4))
+def test_the_lazy_greedy_choice_is_the_plain_greedy_choice(lines, count, shown):
+    pool = [" ".join(["x", *names]) for names in lines]
+    assert chosen_lines(pool, count, frozenset(shown)) == _eager(pool, count, frozenset(shown))

@@ -8,6 +8,7 @@ function of this data, so the workflow and the replay generate identical bytes.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from itertools import accumulate, chain, islice
@@ -145,37 +146,52 @@ def chosen_lines(pool: list[str], count: int, shown: frozenset[str] = frozenset(
     never chosen. Returned in pool order. Deterministic: ties go to the more recent line."""
     if not count or not pool:
         return []
+    return list(_chosen_lines(tuple(pool), count, shown))
+
+
+@lru_cache(maxsize=256)  # a compaction asks once per archived unit; the pool changes less often
+def _chosen_lines(pool: tuple[str, ...], count: int, shown: frozenset[str]) -> tuple[str, ...]:
     names = [line_names(line) - shown for line in pool]
     weight: dict[str, int] = {}
     for carried in names:
         for name in carried:
             weight[name] = weight.get(name, 0) + 1
+    # lazy greedy: a line's gain only falls as names get covered, so a gain computed earlier is an
+    # upper bound; the line on top whose gain is still what it was is the best (ties: lower index)
+    heap = [(-sum(weight[name] for name in carried), index) for index, carried in enumerate(names) if carried]
+    heapq.heapify(heap)
     covered: set[str] = set()
     chosen: list[int] = []
-    left = [index for index, carried in enumerate(names) if carried]
-    while left and len(chosen) < count:
-        best, best_gain = -1, 0
-        for index in left:
-            gain = sum(weight[name] for name in names[index] if name not in covered)
-            if gain > best_gain:
-                best, best_gain = index, gain
-        if best < 0:
-            break
-        chosen.append(best)
-        covered |= names[best]
-        left = [index for index in left if index != best and not names[index] <= covered]
-    return [pool[index] for index in sorted(chosen)]
+    while heap and len(chosen) < count:
+        bound, index = heapq.heappop(heap)
+        gain = sum(weight[name] for name in names[index] if name not in covered)
+        if not gain:
+            continue
+        if gain < -bound:
+            heapq.heappush(heap, (-gain, index))
+            continue
+        chosen.append(index)
+        covered |= names[index]
+    return tuple(pool[index] for index in sorted(chosen))
 
 
 def _anchor_seq(anchor: str) -> int:
     return int(anchor.split(" ", 2)[1])
 
 
+def lines_to_show(data: CheckpointData, cap_tokens: int, lines: int, shown: frozenset[str] = frozenset()) -> list[str]:
+    """The key lines a checkpoint under ``cap_tokens`` shows: :func:`chosen_lines` of the pool,
+    at most ``lines``, fewer under a small cap (ADDRESS_ROOM_TOKENS)."""
+    return chosen_lines(data.lines, min(lines, max(0, (cap_tokens - ADDRESS_ROOM_TOKENS) // LINE_TOKENS)), shown)
+
+
 def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle = "tool", lines: int = 0,
-                    shown: frozenset[str] = frozenset(), brief_references: bool = False) -> str:
+                    shown: frozenset[str] = frozenset(), brief_references: bool = False,
+                    chosen: list[str] | None = None) -> str:
     """The checkpoint message; older list entries are left out until it fits ``cap_tokens``
     (``lines``: the most key lines of archived items to show, :func:`chosen_lines`; fewer
-    under a small cap, see ADDRESS_ROOM_TOKENS; ``brief_references``: an output's reference
+    under a small cap, see ADDRESS_ROOM_TOKENS; ``chosen``: the lines to show instead, as
+    :func:`lines_to_show` chose them earlier; ``brief_references``: an output's reference
     shows its call and size, not its digest, when its call is known).
 
     Every line is rendered once; shedding works on line lengths (this runs once per
@@ -184,8 +200,9 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
     episodes = [_episode_lines(note) for note in data.episodes]
     anchors = [f"- {a}" for a in data.anchors]
     observations = [_observation_line(note, brief_references) for note in data.observations]
-    lines = min(lines, max(0, (cap_tokens - ADDRESS_ROOM_TOKENS) // LINE_TOKENS))
-    key_lines = [f"- {line}" for line in chosen_lines(data.lines, lines, shown)]
+    if chosen is None:
+        chosen = lines_to_show(data, cap_tokens, lines, shown)
+    key_lines = [f"- {line}" for line in chosen]
     keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes),
             "names": len(data.names), "lines": len(key_lines)}
     order = SHED_ORDER

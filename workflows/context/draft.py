@@ -15,7 +15,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from .budget import budget, cost, cost_of, working_set_tokens
-from .checkpoint import CheckpointData, checkpoint_text
+from .checkpoint import CheckpointData, checkpoint_text, lines_to_show
 from .compaction_plan import CompactionPlan, GeneratedText, Mode, TransitionRun
 from .episodes import EpisodeStatus, markers_text
 from .items import Item, Kind, Lifecycle, Projection
@@ -79,6 +79,7 @@ class Draft:
         self._lane: list[Item] | None = None
         self._calls: dict[str, str] | None = None  # _call_of's index
         self._kept_names: frozenset[str] | None = None
+        self._planning_lines: list[str] | None = None  # checkpoint_text's lines while passes plan
         # passes._referenceable's last candidates and the protected groups they are for
         self.referenceable: tuple[set[int], list[Item]] | None = None
         # the configured window (ledger.protected_groups: a pure function of the state, which a
@@ -149,10 +150,19 @@ class Draft:
     def checkpoint_cap(self) -> int:
         return min(self.config.checkpoint_tokens, max(150, self.config.base_budget // 10))
 
-    def checkpoint_text(self) -> str:
-        lines = self.config.checkpoint_lines
-        return checkpoint_text(self.checkpoint, self.checkpoint_cap(), self.config.recall, lines,
-                               self.kept_names() if lines else frozenset(), self.config.checkpoint_brief_references)
+    def checkpoint_text(self, final: bool = False) -> str:
+        """The checkpoint as the plan would write it. While passes plan (not ``final``), its key
+        lines are those chosen at the first estimate: a choice per archived unit would cost a
+        compaction several times its planning, and the lines' length barely moves."""
+        config = self.config
+        chosen: list[str] = []
+        if config.checkpoint_lines:
+            chosen = self._planning_lines if self._planning_lines is not None and not final else lines_to_show(
+                self.checkpoint, self.checkpoint_cap(), config.checkpoint_lines, self.kept_names())
+            if self._planning_lines is None:
+                self._planning_lines = chosen
+        return checkpoint_text(self.checkpoint, self.checkpoint_cap(), config.recall,
+                               brief_references=config.checkpoint_brief_references, chosen=chosen)
 
     def kept_names(self) -> frozenset[str]:
         """The names (Item.names) of the items no pass archives: the protected groups and the
@@ -266,7 +276,7 @@ class Draft:
             self.set_text(Kind.EPISODES.value, markers_text(self.state, set(self.archived_episodes)))
         texts = dict(self.new_texts)
         if self.checkpoint_changed:
-            texts[Kind.CHECKPOINT.value] = self.checkpoint_text()
+            texts[Kind.CHECKPOINT.value] = self.checkpoint_text(final=True)
         if self.summary_changed:
             texts[Kind.SUMMARY.value] = summary_text(self.summary)
         # consecutive changes alike make one run (pass 1 records one change object for many items)
