@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable
 from itertools import chain
 
-from workflows.context import ItemContent
+from workflows.context import ItemContent, clip
 from workflows.context.names import (  # noqa: F401  (re-exported: the fidelity counter's patterns)
     CAMEL,
     FILE_NAME,
@@ -27,7 +27,6 @@ from workflows.context.names import (  # noqa: F401  (re-exported: the fidelity 
     paths_in,
     symbols_in,
 )
-from workflows.context.text import clip
 
 MAX_NAMES = 16  # per item: workflow state holds metadata only
 MAX_LINES = 3  # key lines per item (Item.lines)
