@@ -25,9 +25,9 @@ from _results import machine, sources_digest, update_block, write_json
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
-from worker.replay.policies import BEFORE_COST_PROFILE
+from worker.replay.policies import BEFORE_COST_PROFILE, BEFORE_KEY_LINES
 from worker.replay.simulator import default_jobs, engine_config, largest_first, replay_paths
-from workflows.context import CHECKPOINT_PROFILE, FALLBACK_PROFILE, LINES_PROFILE, NAMES_INDEX_PROFILE, EngineConfig
+from workflows.context import CHECKPOINT_PROFILE, FALLBACK_PROFILE, NAMES_INDEX_PROFILE
 
 # (label, options); options may depend on the budget (a callable of it)
 Variant = tuple[str, dict | Callable[[int], dict]]
@@ -40,8 +40,7 @@ VARIANTS: list[Variant] = [
     # as sessions started between issue 16 and issue 29 ran: the checkpoint lists 192 names
     ("with the names index (before issue 29)", NAMES_INDEX_PROFILE),
     # as sessions started before the checkpoint's key lines ran (issue 29), and each half of them
-    ("without key lines (before patch checkpoint-lines)",
-     {name: EngineConfig.model_fields[name].default for name in LINES_PROFILE}),
+    ("without key lines (before patch checkpoint-lines)", BEFORE_KEY_LINES),
     ("key lines, references with digests", {"checkpoint_brief_references": False}),
     ("brief references, no key lines", {"checkpoint_lines": 0}),
     ("checkpoint_lines=24", {"checkpoint_lines": 24}),

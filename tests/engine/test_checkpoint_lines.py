@@ -21,6 +21,7 @@ from workflows.context.checkpoint import (
     CheckpointData,
     checkpoint_text,
     chosen_lines,
+    lines_to_show,
 )
 from workflows.context.config import cost_profile
 from workflows.context.content import ItemContent, ToolCall
@@ -109,14 +110,15 @@ def test_the_checkpoint_shows_the_chosen_lines_and_fewer_under_a_small_cap():
     for seq in range(40):
         data.record_item(_archived_output(seq, [f"def handler_{seq}(request_{seq}) in pkg/mod_{seq}.py"]),
                          pool_lines=True)
-    text = checkpoint_text(data, cap_tokens=1_600, lines=48)
+    text = checkpoint_text(data, 1_600, shown_lines=lines_to_show(data, 1_600, 48))
     shown = text.split(LINES_HEADER + "\n")[1].split("\nObservation references")[0].splitlines()
     assert len(shown) == min(48, (1_600 - ADDRESS_ROOM_TOKENS) // LINE_TOKENS)
     assert all(line.startswith("- def handler_") for line in shown)
-    small = checkpoint_text(data, cap_tokens=700, lines=32)
+    small = checkpoint_text(data, 700, shown_lines=lines_to_show(data, 700, 32))
     assert small.count("- def handler_") == (700 - ADDRESS_ROOM_TOKENS) // LINE_TOKENS
-    assert LINES_HEADER not in checkpoint_text(data, cap_tokens=ADDRESS_ROOM_TOKENS + LINE_TOKENS - 1, lines=32)
-    assert LINES_HEADER not in checkpoint_text(data, cap_tokens=1_600)  # lines=0: as before
+    tight = ADDRESS_ROOM_TOKENS + LINE_TOKENS - 1
+    assert LINES_HEADER not in checkpoint_text(data, tight, shown_lines=lines_to_show(data, tight, 32))
+    assert LINES_HEADER not in checkpoint_text(data, cap_tokens=1_600)  # no lines: as before
 
 
 def _session(key_lines: bool) -> Sim:

@@ -24,6 +24,7 @@ from workflows.context.checkpoint import (
     _observation_line,
     checkpoint_text,
     chosen_lines,
+    lines_to_show,
 )
 from workflows.context.config import cost_profile
 from workflows.context.content import ItemContent, ToolCall
@@ -286,7 +287,8 @@ def test_shedding_by_bisection_leaves_out_what_one_step_at_a_time_did(outputs, n
         if seq < turns:
             checkpoint.record_item(_item(2 * seq + 1, []), max_names=200)
     checkpoint.record_item(_item(10_000, [f"name_{n}" * (1 + n % 3) for n in range(names)]), max_names=200)
-    assert checkpoint_text(checkpoint, cap, lines=lines) == _shed_one_by_one(checkpoint, cap, lines)
+    shown = lines_to_show(checkpoint, cap, lines)
+    assert checkpoint_text(checkpoint, cap, shown_lines=shown) == _shed_one_by_one(checkpoint, cap, lines)
 
 
 def test_the_profile_previews_a_quarter_of_the_budget_but_never_less_than_a_usable_recall_chunk():

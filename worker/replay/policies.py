@@ -24,6 +24,7 @@ from activities.tokens import count_tool_definitions
 from worker.replay.recorded_lane import SESSION_ID, TASK_ID, ReplayItem
 from workflows.context import (
     GENERATED_KINDS,
+    LINES_PROFILE,
     EngineConfig,
     Item,
     ItemContent,
@@ -234,6 +235,8 @@ class LanesPolicy(Policy):
 
 # The engine as sessions ran it before the cost profile (issue 16): the fields' defaults.
 BEFORE_COST_PROFILE = {name: EngineConfig.model_fields[name].default for name in cost_profile(llm_condensation=False)}
+# As sessions started before the checkpoint's key lines (issue 29, patch checkpoint-lines).
+BEFORE_KEY_LINES = {name: EngineConfig.model_fields[name].default for name in LINES_PROFILE}
 
 
 def engine_config(budget: int, engine_options: dict | None = None) -> EngineConfig:

@@ -9,7 +9,7 @@ function of this data, so the workflow and the replay generate identical bytes.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import accumulate, chain, islice
 
@@ -146,11 +146,6 @@ def chosen_lines(pool: list[str], count: int, shown: frozenset[str] = frozenset(
     never chosen. Returned in pool order. Deterministic: ties go to the more recent line."""
     if not count or not pool:
         return []
-    return list(_chosen_lines(tuple(pool), count, shown))
-
-
-@lru_cache(maxsize=256)  # a compaction asks once per archived unit; the pool changes less often
-def _chosen_lines(pool: tuple[str, ...], count: int, shown: frozenset[str]) -> tuple[str, ...]:
     names = [line_names(line) - shown for line in pool]
     weight: dict[str, int] = {}
     for carried in names:
@@ -172,7 +167,7 @@ def _chosen_lines(pool: tuple[str, ...], count: int, shown: frozenset[str]) -> t
             continue
         chosen.append(index)
         covered |= names[index]
-    return tuple(pool[index] for index in sorted(chosen))
+    return [pool[index] for index in sorted(chosen)]
 
 
 def _anchor_seq(anchor: str) -> int:
@@ -185,14 +180,12 @@ def lines_to_show(data: CheckpointData, cap_tokens: int, lines: int, shown: froz
     return chosen_lines(data.lines, min(lines, max(0, (cap_tokens - ADDRESS_ROOM_TOKENS) // LINE_TOKENS)), shown)
 
 
-def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle = "tool", lines: int = 0,
-                    shown: frozenset[str] = frozenset(), brief_references: bool = False,
-                    chosen: list[str] | None = None) -> str:
+def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle = "tool",
+                    shown_lines: Sequence[str] = (), brief_references: bool = False) -> str:
     """The checkpoint message; older list entries are left out until it fits ``cap_tokens``
-    (``lines``: the most key lines of archived items to show, :func:`chosen_lines`; fewer
-    under a small cap, see ADDRESS_ROOM_TOKENS; ``chosen``: the lines to show instead, as
-    :func:`lines_to_show` chose them earlier; ``brief_references``: an output's reference
-    shows its call and size, not its digest, when its call is known).
+    (``shown_lines``: key lines of archived items, as :func:`lines_to_show` chose them;
+    ``brief_references``: an output's reference shows its call and size, not its digest, when
+    its call is known).
 
     Every line is rendered once; shedding works on line lengths (this runs once per
     archived unit while a compaction is planned, so it must stay cheap).
@@ -200,12 +193,9 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
     episodes = [_episode_lines(note) for note in data.episodes]
     anchors = [f"- {a}" for a in data.anchors]
     observations = [_observation_line(note, brief_references) for note in data.observations]
-    if chosen is None:
-        chosen = lines_to_show(data, cap_tokens, lines, shown)
-    key_lines = [f"- {line}" for line in chosen]
+    key_lines = [f"- {line}" for line in shown_lines]
     keep = {"observations": len(observations), "anchors": len(anchors), "episodes": len(episodes),
             "names": len(data.names), "lines": len(key_lines)}
-    order = SHED_ORDER
     hint = _RECALL_SENTENCES[recall]
     length = _Length(data, episodes, anchors, observations, hint, key_lines)
 
@@ -213,7 +203,7 @@ def checkpoint_text(data: CheckpointData, cap_tokens: int, recall: RecallStyle =
         return chars_to_tokens(length(keep)) > cap_tokens
 
     if too_long():
-        for name, floor in order:  # each list in turn, down to its floor, while the text is too long
+        for name, floor in SHED_ORDER:  # each list in turn, down to its floor, while the text is too long
             if _shed(keep, name, floor, NAMES_SHED if name == "names" else 1, too_long):
                 break
     return "\n".join(_lines(data, episodes, anchors, observations, keep, hint, key_lines))

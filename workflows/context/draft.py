@@ -154,15 +154,16 @@ class Draft:
         """The checkpoint as the plan would write it. While passes plan (not ``final``), its key
         lines are those chosen at the first estimate: a choice per archived unit would cost a
         compaction several times its planning, and the lines' length barely moves."""
-        config = self.config
-        chosen: list[str] = []
+        config, cap = self.config, self.checkpoint_cap()
+        lines: list[str] = []
         if config.checkpoint_lines:
-            chosen = self._planning_lines if self._planning_lines is not None and not final else lines_to_show(
-                self.checkpoint, self.checkpoint_cap(), config.checkpoint_lines, self.kept_names())
-            if self._planning_lines is None:
-                self._planning_lines = chosen
-        return checkpoint_text(self.checkpoint, self.checkpoint_cap(), config.recall,
-                               brief_references=config.checkpoint_brief_references, chosen=chosen)
+            if final or self._planning_lines is None:
+                lines = lines_to_show(self.checkpoint, cap, config.checkpoint_lines, self.kept_names())
+                if self._planning_lines is None:
+                    self._planning_lines = lines
+            else:
+                lines = self._planning_lines
+        return checkpoint_text(self.checkpoint, cap, config.recall, lines, config.checkpoint_brief_references)
 
     def kept_names(self) -> frozenset[str]:
         """The names (Item.names) of the items no pass archives: the protected groups and the

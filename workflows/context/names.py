@@ -41,7 +41,7 @@ def symbols_in(text: str) -> Iterable[str]:
             yield name
 
 
-@lru_cache(maxsize=4096)  # a compaction weighs the same archived lines once per archived unit
+@lru_cache(maxsize=4096)  # every compaction weighs the checkpoint's pooled lines again
 def line_names(line: str) -> frozenset[str]:
     """The distinct paths and symbols of one line."""
     return frozenset((*paths_in(line), *symbols_in(line)))
