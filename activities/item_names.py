@@ -62,7 +62,7 @@ def key_lines_of(content: ItemContent, limit: int = MAX_LINES) -> list[str]:
     scored: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     for index, raw in enumerate(chain(calls.splitlines(), text.splitlines())):
-        line = clip(raw, LINE_CHARS)
+        line = clipped(raw, LINE_CHARS)
         if line in seen:
             continue
         seen.add(line)
@@ -71,6 +71,12 @@ def key_lines_of(content: ItemContent, limit: int = MAX_LINES) -> list[str]:
             scored.append((-count, index, line))
     chosen = sorted(scored)[:limit]
     return [line for _, _, line in sorted(chosen, key=lambda entry: entry[1])]
+
+
+def clipped(line: str, limit: int) -> str:
+    """``line`` clipped to ``limit`` as any payload can carry it: a decoded JSON string may hold
+    lone surrogates ("\\ud800"), which no payload can encode."""
+    return clip(line.encode("utf-8", "replace").decode("utf-8"), limit)
 
 
 def arguments_text(arguments: str) -> str:

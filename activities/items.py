@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import metrics, token_memo
-from activities.item_names import key_lines_of, names_of
+from activities.item_names import clipped, key_lines_of, names_of
 from activities.runtime import ActivityGroup
 from activities.store import MAX_RECALL_CHARS, Store
 from activities.store_errors import ItemConflict, ObservationNotFound
@@ -98,8 +98,7 @@ def _call_line(name: str, arguments: str) -> str:
 
 
 def _clipped(line: str) -> str:
-    # a decoded JSON string may hold lone surrogates ("\ud800"), which no payload can carry
-    return clip(line.encode("utf-8", "replace").decode("utf-8"), CALL_CHARS)
+    return clipped(line, CALL_CHARS)
 
 
 def measure(item: Item, content: ItemContent, preview_chars: int, model: str | None,

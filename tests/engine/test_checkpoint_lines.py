@@ -54,6 +54,13 @@ def test_a_calls_arguments_count_as_lines_and_every_line_is_clipped_to_one_short
     assert line.startswith("sed -n 1,40p src/app/cli.py") and len(line) == LINE_CHARS and line.endswith("…")
 
 
+def test_a_hostile_calls_lone_surrogate_never_reaches_a_payload():
+    command = "echo \ud800 src/app_main.py parse_args"
+    content = ItemContent(text="", tool_calls=[ToolCall(id="s", name="bash", arguments=json.dumps({"command": command}))])
+    (line,) = key_lines_of(content)
+    assert line.encode("utf-8") and line.startswith("echo ") and line.endswith(" src/app_main.py parse_args")
+
+
 def test_a_long_outputs_key_lines_come_from_its_head_and_tail_only():
     """The activity stays fast on a huge output: its middle is not searched."""
     filler = "ok\n" * (LINES_HEAD_CHARS // 3 + 10_000)
