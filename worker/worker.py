@@ -34,6 +34,7 @@ from activities.workspace import sandbox_status
 from worker import tracing
 from worker.payload_codec import DATA_CONVERTER
 from worker.settings import Settings, get_settings
+from worker.workflow_runner import workflow_runner
 from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
 
@@ -129,6 +130,7 @@ def build_worker(client: Client, settings: Settings, **options: Any) -> LanesWor
         objects=activity_objects(client, settings, stores),
         task_queue=settings.task_queue,
         workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(),  # the SDK's sandbox, without its cost per payload
         interceptors=[ConciseFailures()],  # failures that fit history, traces in the worker's log
         # Let in-flight activities finish on SIGTERM before the worker goes away.
         graceful_shutdown_timeout=timedelta(seconds=settings.shutdown_grace_seconds),

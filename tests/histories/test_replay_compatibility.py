@@ -16,6 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from worker.payload_codec import DATA_CONVERTER
+from worker.workflow_runner import workflow_runner
 from workflows.lane_workflow import LaneWorkflow
 from workflows.session import SessionWorkflow
 
@@ -32,7 +33,8 @@ def test_histories_are_recorded():
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.name for p in HISTORIES])
 async def test_recorded_history_replays_against_current_code(path: Path):
     history = WorkflowHistory.from_json(path.name, gzip.decompress(path.read_bytes()).decode())
-    result = await Replayer(workflows=[SessionWorkflow, LaneWorkflow], data_converter=DATA_CONVERTER).replay_workflow(
+    result = await Replayer(workflows=[SessionWorkflow, LaneWorkflow], data_converter=DATA_CONVERTER,
+                            workflow_runner=workflow_runner()).replay_workflow(
         history, raise_on_replay_failure=True
     )
     assert result.replay_failure is None

@@ -13,6 +13,7 @@ from activities.tools import recall
 from tests.integration.support import replay_config, run_replayed_session
 from worker import sessions
 from worker.payload_codec import DATA_CONVERTER
+from worker.workflow_runner import workflow_runner
 from workflows.contract.session import SubmitRequest
 from workflows.session import SessionWorkflow
 
@@ -81,7 +82,8 @@ async def test_recall_errors_are_clear(finished, store, database_url):
 async def test_finished_history_replays_against_current_code(finished):
     handle, _, _ = finished
     history = await handle.fetch_history()
-    await Replayer(workflows=[SessionWorkflow], data_converter=DATA_CONVERTER).replay_workflow(history)
+    await Replayer(workflows=[SessionWorkflow], data_converter=DATA_CONVERTER,
+                   workflow_runner=workflow_runner()).replay_workflow(history)
 
 
 @pytest.mark.parametrize("bad", ["", "   \n", 42, None, ["a list"]])
