@@ -101,6 +101,7 @@ def session_engine_config(cfg: SessionConfig, tool_definition_tokens: int,
         model_known=cfg.model_known,
         recall=cfg.recall,
         generated_role=cfg.generated_role,
+        keep_task_statement=cfg.tasks == "conversation",
         **engine_options,
         **new_session_profile(cfg.compaction.enabled, budget_notice_on(cfg)),
     )

@@ -276,7 +276,8 @@ class SessionWorkflow:
     async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False,
                       later: bool = False) -> list[Item]:
         """Store the items and add them to the lane (callers hold the lock). Each user message
-        begins a task, ending the previous one. ``local``: stored by a local activity (steps
+        begins a task, ending the previous one (or only the first does, when the conversation is
+        the task: ``SessionConfig.tasks``). ``local``: stored by a local activity (steps
         only: runs recorded before them never took this path); ``later``: see Lane.store_external."""
         with rejections.engine_refusals():  # the validator refuses first; this keeps a miss from wedging the session
             users = sum(1 for item in items if item.kind == Kind.USER.value)
@@ -293,6 +294,8 @@ class SessionWorkflow:
             # Repairs first (they may add items: the lane's seqs stay in order), then the items
             # are stored, and only then does the task change: input the activity refuses (a
             # content_ref that is not stored) fails with the context as it was.
+            if self.config.tasks == "conversation":  # one task, begun by the first user message
+                users = min(users, 0 if self.external.owning(lane) is not None else 1)
             if users:
                 await self._recover(lane, ongoing=self.external.task)
             task_ids = [self._new_task_id() for _ in range(users)]  # reserved before any await

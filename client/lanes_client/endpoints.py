@@ -110,7 +110,7 @@ def new_key() -> str:
 
 def create_session(*, mode: str = "hosted", **config: Any) -> Call[SessionCreated]:
     """``config``: model, context_window, max_output_tokens, budget_tokens, tools, context_tools,
-    system_prompt, max_turns_per_task, compaction, subagents (and replay on development servers)."""
+    system_prompt, max_turns_per_task, tasks, compaction, subagents (and replay on development servers)."""
     body = {"mode": mode, **{k: v for k, v in config.items() if v is not None}}
     return Call("POST", "/v1/sessions", _model(SessionCreated), json=body, safe=False)
 

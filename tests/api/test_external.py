@@ -156,6 +156,25 @@ async def test_idempotency_key_appends_once(client_a):
     assert [i.kind for i in sorted(report.items, key=lambda i: i.seq)] == ["user", "note", "user"]
 
 
+async def test_an_external_conversation_can_be_one_task(client_a):
+    """``tasks``: by default each user message begins a task; "conversation" makes the whole
+    conversation one (only external sessions choose)."""
+    with pytest.raises(LanesAPIError) as refused:
+        await client_a.create_session(mode="hosted", tasks="conversation")
+    assert refused.value.status == 400 and "tasks" in str(refused.value)
+    tasks_of = {}
+    for scope in ("conversation", None):
+        sid = (await client_a.create_session(mode="external", tasks=scope)).session_id
+        await client_a.append_items(sid, [user_item("first")])
+        await client_a.append_items(sid, [assistant_item({"role": "assistant", "content": "ok"}), user_item("second"),
+                                          user_item("third")])
+        report = await client_a.context(sid)
+        tasks_of[scope] = [i.task for i in sorted(report.items, key=lambda i: i.seq) if i.kind == "user"]
+    one, each = tasks_of["conversation"], tasks_of[None]
+    assert len(one) == 3 and len(set(one)) == 1 and None not in one
+    assert each[0] != each[1] == each[2]  # a task per call's user messages (a batch of two: its last one's)
+
+
 async def test_append_validation(client_a, api_stack):
     sid = (await client_a.create_session(mode="external")).session_id
     async with httpx.AsyncClient(base_url=api_stack.base_url,

@@ -380,3 +380,18 @@ def test_runs_recorded_before_refuse_the_request_when_pinned_content_alone_overf
     sim = _instructions(roll_kept_when_unfit=False)
     request = sim.request(Projection.MINIMAL_REFERENCE)  # the ladder's last rung
     assert not request.fits and "protected items alone need" in request.reason
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_conversation_task_keeps_its_statement_when_its_user_messages_roll(keep: bool):
+    """One task whose turns come back as user messages (a gateway conversation): pass 3 rolls
+    them oldest first, and with ``keep_task_statement`` the task's first one stays verbatim."""
+    sim = Sim(budget_tokens=3_000, keep_task_statement=keep)
+    E.begin_task(sim.state, "task-1")
+    statement = sim.user("the task: " + big(600, "statement"), task="task-1")
+    outputs = [sim.user(f"<output> {n} " + big(1_500, f"o{n}"), task="task-1") for n in range(5)]
+    result = sim.apply(E.plan_fallback(sim.state))
+    rolled = {i.id for i in result.archived if i.reason == "pass3:rolled-into-summary"}
+    assert outputs[0].id in rolled and outputs[-1].id not in rolled  # oldest first, the newest kept
+    assert (statement.id in rolled) is not keep
+    assert sim.applied[-1].fits_budget

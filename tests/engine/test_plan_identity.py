@@ -36,7 +36,7 @@ AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "ro
 # defaults (no item names, no calls shown; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.
 ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share", "budget_notice", "checkpoint_calls",
-                "checkpoint_lines", "checkpoint_brief_references")
+                "checkpoint_lines", "checkpoint_brief_references", "keep_task_statement")
 STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names", "calls", "lines"}},
                  "checkpoint": {"names": True, "lines": True, "observations": {"__all__": {"call"}}},
                  "counters": {"archived_observations"},  # a count added since, derived from the archived items

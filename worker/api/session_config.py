@@ -112,6 +112,11 @@ def session_config(body: SessionCreate, session_id: str, tenant: str, request: R
         values["generated_role"] = body.generated_role
     if body.budget_notice is not None:
         values["budget_notice"] = body.budget_notice
+    if body.tasks is not None:
+        if body.mode != "external":
+            raise ApiError(400, "rejected", "tasks: only external sessions choose what begins a task "
+                                            "(a hosted session's task is each message sent to it)")
+        values["tasks"] = body.tasks
     if body.subagents is not None:
         values["subagents"] = body.subagents.model_dump(exclude_none=True)
     values["compaction"] = compaction_config(body, settings, model)
@@ -150,6 +155,7 @@ def row_config(body: SessionCreate, config: SessionConfig) -> dict[str, Any]:
         "recall": config.recall,
         "generated_role": config.generated_role,
         "budget_notice": budget_notice_on(config),
+        "tasks": config.tasks,
         "max_turns_per_task": config.max_turns_per_task,
         "give_up_seconds": config.give_up_seconds,
         "llm_compaction": config.compaction.enabled,

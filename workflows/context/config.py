@@ -68,6 +68,10 @@ class EngineConfig(BaseModel):
     # the model what was compacted, its budget and how to read archived output back
     # (notice.py): an agent that cannot see its own budget is surprised by compaction.
     budget_notice: bool = False
+    # Pass 3 also keeps the current task's first user message verbatim (its statement), besides
+    # the newest three: a task that is a whole conversation (an agent whose tool outputs arrive
+    # as user messages, through the gateway) would otherwise roll its own statement first.
+    keep_task_statement: bool = False
     # The checkpoint also lists the paths and code symbols archived items mentioned
     # (Item.names), most recent first: what the archived turns worked on stays in view.
     checkpoint_names: int = Field(default=0, ge=0)  # how many (0: none)

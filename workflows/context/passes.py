@@ -312,10 +312,17 @@ def archive_groups(draft: Draft, everything: bool = False, protect: Protect = _n
 
 def kept_user_messages(draft: Draft) -> set[str]:
     """The user messages pass 3 and task assembly keep verbatim: the current submission (the
-    newest) and the two most recent before it (rules 1 counted the current one among the two)."""
+    newest) and the two most recent before it (rules 1 counted the current one among the two);
+    with ``keep_task_statement``, also the current task's first."""
     users = [i for i in draft.lane if i.kind == Kind.USER.value and i.lifecycle == Lifecycle.PINNED]
     kept = KEPT_RECENT_USER_MESSAGES + (1 if draft.config.rules_version >= 2 else 0)
-    return {i.id for i in users[-kept:]}
+    ids = {i.id for i in users[-kept:]}
+    task = draft.state.current_task
+    if draft.config.keep_task_statement and task is not None:
+        statement = next((i.id for i in users if i.task == task), None)
+        if statement is not None:
+            ids.add(statement)
+    return ids
 
 
 def old_submissions(state: ContextState) -> list[Item]:

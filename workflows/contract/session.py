@@ -28,6 +28,10 @@ from workflows.contract.tools import TOOL_SPECS, offered_tools, unknown_tools
 # hosted: the session runs the agent loop (update submit); external: an agent running
 # elsewhere appends items and asks for the next request.
 SessionMode = Literal["hosted", "external"]
+# What a task of an external session is: each user message begins one (an agent that submits
+# work item by item), or the whole conversation is one (the gateway: agents such as
+# mini-swe-agent send their tool outputs as user messages, one per turn).
+TaskScope = Literal["per_user_message", "conversation"]
 TaskState = Literal["queued", "running", "completed", "failed"]
 ChildLaneState = Literal["running", "completed", "blocked", "failed", "abandoned"]
 CondenseStatus = Literal["accepted", "rejected", "no-op"]
@@ -133,6 +137,10 @@ class SessionConfig(BaseModel):
     # The budget notice (EngineConfig.budget_notice); None: on for hosted sessions that call a
     # model, off for external ones and replays (the recorded agent never saw one).
     budget_notice: bool | None = None
+    # External sessions: what begins a task (TaskScope). As tasks, every user message but the
+    # newest two rolls into the rolling summary at the next request whatever the pressure,
+    # rewriting the request from there (no prompt cache) and leaving the task statement as a digest.
+    tasks: TaskScope = "per_user_message"
     # How long a model or tool call retries transient failures (a killed worker, the
     # provider's 5xx or 429, an outage) before its task fails with the last cause.
     give_up_seconds: float = Field(GIVE_UP_SECONDS, gt=0)

@@ -97,6 +97,11 @@ class SessionCreate(Strict):
         None, description="tell the model when its context was compacted: one short notice at the first compaction "
         "of each task (what was compacted, the budget, how to recall). Default: on for hosted sessions, off for "
         "external ones")
+    tasks: Literal["per_user_message", "conversation"] | None = Field(
+        None, description="external sessions: what begins a task. per_user_message (the default): each user "
+        "message ends the running task and begins the next, and earlier tasks' messages roll into the summary; "
+        "conversation: the whole conversation is one task, its user messages roll only under budget pressure "
+        "(agents that send tool output as user messages; the gateway's sessions)")
     max_turns_per_task: int | None = Field(None, ge=1, le=10_000)
     give_up_seconds: float | None = Field(
         None, gt=0, le=86_400, description="how long a model or tool call retries transient failures (an unreachable "

@@ -189,7 +189,8 @@ class Gateway:
         sid = "ses-" + hashlib.sha256(f"{self.tenant}|{model}|{chains[-1]}".encode()).hexdigest()[:12]
         body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
                              budget_tokens=budget or self.be.settings.gateway_budget_tokens,
-                             tool_definitions=_definitions(tools), tools="recall", recall="tool")
+                             tool_definitions=_definitions(tools), tools="recall", recall="tool",
+                             tasks="conversation")  # tool output may come as user messages: see SessionConfig.tasks
         try:
             await open_session(self.request, self.tenant, self.be, body, session_id=sid)
         except ApiError as error:
