@@ -55,6 +55,7 @@ from worker.local.stack import Stack, free_port
 
 TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
 COUNT_MODEL = "gpt-4o-mini"  # one tokenizer for both sides
+CACHE_READ_PRICES = (0.1, 0.5)  # a cached input token's price, of an uncached one's: Anthropic's, OpenAI's
 STREAM_GAP_SECONDS = 0.05  # between a streamed answer's first chunk and the rest
 
 
@@ -166,6 +167,28 @@ async def play(http: httpx.AsyncClient, url: str, trajectory: Trajectory, model:
     return {"full_tokens": full, "ms": times, "sessions": sorted(s for s in sessions if s)}
 
 
+def cached_tokens(requests: list[str]) -> int:
+    """Tokens a provider's prompt cache would serve: of each request, its leading messages equal
+    to the previous request's (the JSON of each request's messages, in order)."""
+    cached, previous = 0, list[Any]()
+    for body in requests:
+        messages = json.loads(body)
+        same = 0
+        while same < min(len(previous), len(messages)) and previous[same] == messages[same]:
+            same += 1
+        cached += sum(count_message_tokens(m, COUNT_MODEL) for m in messages[:same])
+        previous = messages
+    return cached
+
+
+def cost_with_cache(files: list[dict[str, Any]], read_price: float) -> float:
+    """Input cost through the gateway against direct, cached tokens billed at ``read_price`` of the
+    input price (cache writes at the input price: Anthropic's 1.25x write premium is left out)."""
+    def cost(side: str) -> float:
+        return sum(f[f"{side}_tokens"] - (1 - read_price) * f[f"{side}_cached"] for f in files)
+    return round(cost("gateway") / max(1.0, cost("direct")), 3)
+
+
 def call_ms(timings: dict[str, list[float]], agent_ms: float) -> dict[str, Any]:
     gateway, direct = timings[f"gateway {agent_ms:g}"], timings[f"direct {agent_ms:g}"]
     return {"agent_ms": agent_ms, "gateway_p50": pct(gateway, 0.5), "gateway_p99": pct(gateway, 0.99),
@@ -225,6 +248,9 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
                     sent = upstream.sent_tokens[model]
                     per_file.append({"id": trajectory.id, "calls": len(sent), "sessions": len(played["sessions"]),
                                      "gateway_tokens": sum(sent), "direct_tokens": sum(played["full_tokens"]),
+                                     "gateway_cached": cached_tokens(upstream.seen[model]),
+                                     # the agent's own requests only ever append: each holds the last whole
+                                     "direct_cached": sum(played["full_tokens"][:-1]),
                                      "max_request": max(sent), "over_budget": sum(t > args.budget for t in sent)})
             print(f"  {trajectory.id}: {per_file[-1]['gateway_tokens'] / per_file[-1]['direct_tokens']:.3f}x",
                   file=sys.stderr)
@@ -242,6 +268,9 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
         "files": per_file,
         "input_tokens": {"gateway": gateway_total, "direct": direct_total,
                          "ratio": round(gateway_total / max(1, direct_total), 4)},
+        "cached_share": {side: round(sum(f[f"{side}_cached"] for f in per_file) / max(1, total), 3)
+                         for side, total in (("gateway", gateway_total), ("direct", direct_total))},
+        "cost_with_cache": {str(price): cost_with_cache(per_file, price) for price in CACHE_READ_PRICES},
         "over_budget_requests": sum(f["over_budget"] for f in per_file),
         "call_ms": call_ms(timings, args.agent_ms),
         "call_ms_back_to_back": call_ms(timings, 0.0),
@@ -418,7 +447,7 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
 
 - **Input tokens: {tokens['ratio']:.3f}x** of calling the upstream directly ({tokens['gateway']:,} vs
   {tokens['direct']:,}); requests over the budget: {result['over_budget_requests']}.
-- **Call time**, the worker and the API each in its own process as deployed, with the agent's
+{cache_lines(result)}- **Call time**, the worker and the API each in its own process as deployed, with the agent's
   own {ms.get('agent_ms', 0):g} ms after each answer (its tools running; not counted): p50
   {ms['gateway_p50']} ms through the gateway vs {ms['direct_p50']} ms direct (p99 {ms['gateway_p99']}
   vs {ms['direct_p99']}), so {ms['added_p50']} ms added per call at p50, over {ms['calls']} calls.
@@ -436,6 +465,18 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
 - Cannot see: a real provider's latency and prompt cache (the upstream answers at once), recall
   rounds (the recorded model never recalls), answers that differ from the recording.
 """
+
+
+def cache_lines(result: dict[str, Any]) -> str:
+    if "cost_with_cache" not in result:
+        return ""
+    share, cost = result["cached_share"], result["cost_with_cache"]
+    return (f"- **Input cost with the provider's prompt cache: {cost['0.1']}x** of calling directly when a cached "
+            f"token costs 0.1 of an uncached one (Anthropic), **{cost['0.5']}x** at 0.5 (OpenAI): a request's "
+            f"leading messages equal to the previous request's count as cached, {share['gateway'] * 100:.1f} % of "
+            f"the tokens through the gateway and {share['direct'] * 100:.1f} % direct (the agent only appends). "
+            f"Cache writes are billed as input (Anthropic's 1.25x write premium left out), a provider's minimum "
+            f"cacheable length too.\n")
 
 
 def streaming_lines(streaming: dict[str, Any] | None) -> str:
