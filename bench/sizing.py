@@ -18,7 +18,7 @@ towards more capacity). *S* sessions then make *R* = *S*/*T* turns per second, a
 - Temporal and PostgreSQL CPU: *R* × their CPU seconds per turn. Temporal's figure is its dev
   server's (SQLite, one process): a cluster's per-turn cost differs and must be measured there.
 
-Per-turn costs: the largest of the measured levels (the most contended). Writes the ``sizing``
+Per-turn costs: the largest of the measured levels (whichever level that is). Writes the ``sizing``
 block of ``bench/results/README.md``.
 """
 
@@ -78,7 +78,7 @@ def block(rows: list[dict[str, Any]], cpu: dict[str, float], slots: int, workers
                    f"worker: {ratios}.")
     return f"""## Sizing: workers for many sessions (`bench/sizing.py`)
 
-Computed from the per-turn CPU that `bench/scale.py` measured (the most contended level: worker
+Computed from the per-turn CPU that `bench/scale.py` measured (the largest of its levels: worker
 {1000 * cpu['worker']:.1f} ms, Temporal dev server {1000 * cpu['temporal']:.1f} ms, PostgreSQL
 {1000 * cpu['postgres']:.1f} ms per turn), a worker process planned at {UTILISATION:.0%} of one core,
 {slots} activity slots per process (`LANES_MAX_CONCURRENT_ACTIVITIES`): one core runs about
