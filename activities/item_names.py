@@ -29,7 +29,7 @@ from workflows.context.names import (  # noqa: F401  (re-exported: the fidelity 
 )
 
 MAX_NAMES = 16  # per item: workflow state holds metadata only
-MAX_LINES = 3  # key lines per item (Item.lines)
+MAX_LINES = 4  # key lines per item (Item.lines)
 LINE_CHARS = 120
 # a long output is searched for key lines in its head and tail only (the activity stays fast)
 LINES_HEAD_CHARS, LINES_TAIL_CHARS = 48_000, 16_000
@@ -51,26 +51,36 @@ def names_of(content: ItemContent, limit: int = MAX_NAMES) -> list[str]:
 
 def key_lines_of(content: ItemContent, limit: int = MAX_LINES) -> list[str]:
     """Up to ``limit`` lines of ``content`` (its tool calls' arguments, then its text) that
-    mention the most distinct paths and symbols, in the order they appear, each clipped to
-    LINE_CHARS: a definition, a grep hit, an error line. A checkpoint shows some of an archived
+    together mention the most distinct paths and symbols, in the order they appear, each
+    clipped to LINE_CHARS: a definition, a grep hit, an error line. Chosen greedily, each line
+    for the names the lines before it did not carry (ties: the earlier line), so that three
+    lines of one stack trace do not repeat one path. A checkpoint shows some of an archived
     item's lines verbatim, so that what the archived turns read and wrote stays in view as
     content the model can act on, not as bare names (EngineConfig.checkpoint_lines)."""
     calls = "\n".join(arguments_text(c.arguments) for c in content.tool_calls)
     text = content.text
     if len(text) > LINES_HEAD_CHARS + LINES_TAIL_CHARS:
         text = text[:LINES_HEAD_CHARS] + "\n" + text[-LINES_TAIL_CHARS:]
-    scored: list[tuple[int, int, str]] = []
+    candidates: list[tuple[int, str, frozenset[str]]] = []
     seen: set[str] = set()
     for index, raw in enumerate(chain(calls.splitlines(), text.splitlines())):
         line = clipped(raw, LINE_CHARS)
         if line in seen:
             continue
         seen.add(line)
-        count = len(line_names(line)) if line else 0
-        if count:
-            scored.append((-count, index, line))
-    chosen = sorted(scored)[:limit]
-    return [line for _, _, line in sorted(chosen, key=lambda entry: entry[1])]
+        names = line_names(line) if line else frozenset()
+        if names:
+            candidates.append((index, line, names))
+    covered: set[str] = set()
+    chosen: list[tuple[int, str]] = []
+    while candidates and len(chosen) < limit:
+        gain, best = max((len(names - covered), -position) for position, (_, _, names) in enumerate(candidates))
+        if not gain:
+            break
+        index, line, names = candidates.pop(-best)
+        chosen.append((index, line))
+        covered |= names
+    return [line for _, line in sorted(chosen)]
 
 
 def clipped(line: str, limit: int) -> str:

@@ -33,6 +33,7 @@ from workflows.context import (
     classify_tool,
     clip,
     ids,
+    is_tool_output,
     item_from_json,
     item_message,
     item_to_json,
@@ -115,24 +116,28 @@ def measure(item: Item, content: ItemContent, preview_chars: int, model: str | N
 
 
 def finish_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
-                recall: RecallStyle = "tool") -> Item:
-    """The item with its size, digest and measured costs filled in."""
+                recall: RecallStyle = "tool", preview_lines: bool = False) -> Item:
+    """The item with its size, digest and measured costs filled in; ``preview_lines``: a tool
+    output's preview shows lines of its omitted part (measured so, and recorded on the item)."""
+    if preview_lines and is_tool_output(item):
+        item = item_with(item, preview_lines=True)
     return item_with(item, size_chars=len(content.text), digest=digest_of(content), names=names_of(content),
                      calls=call_lines(content), lines=key_lines_of(content),
                      tokens=measure(item, content, preview_chars, model, recall))
 
 
 def bounded_item(item: Item, content: ItemContent, preview_chars: int, model: str | None,
-                 bound_above_tokens: int | None, observation_id: str | None, recall: RecallStyle = "tool") -> Item:
+                 bound_above_tokens: int | None, observation_id: str | None, recall: RecallStyle = "tool",
+                 preview_lines: bool = False) -> Item:
     """The measured item; when its full cost is above ``bound_above_tokens`` (and it has no
     address yet), with ``observation_id`` as its address, so that the engine lets it enter
     bounded (a source reference, or head and tail) with the exact text recallable there."""
-    measured = finish_item(item, content, preview_chars, model, recall)
+    measured = finish_item(item, content, preview_chars, model, recall, preview_lines)
     if (bound_above_tokens is None or observation_id is None or item.observation_id is not None
             or measured.tokens[Projection.FULL] <= bound_above_tokens):
         return measured
     return finish_item(item_with(item, observation_id=observation_id), content, preview_chars, model,
-                       recall)
+                       recall, preview_lines)
 
 
 def archived_text(content: ItemContent) -> str:
@@ -408,7 +413,7 @@ async def _ingest(store: Store, inp: IngestItemsInput) -> _Ingest:
                              tool_class=classify_tool(ext.tool_name or name, arguments, ext.exit_code),
                              observation_id=obs_id)
         bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
-                               ext.content_ref or obs_ids[offset], inp.recall)
+                               ext.content_ref or obs_ids[offset], inp.recall, inp.preview_lines)
         if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
             archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
         measured.append((bounded, content))

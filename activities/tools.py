@@ -140,7 +140,7 @@ async def _run_tool(inp: ToolRunInput, runtime: Runtime) -> ToolRunResult:
         exit_code=output.exit_code,
         observation_id=observation_id,
     )
-    item = finish_item(item, content, inp.preview_chars, inp.model)
+    item = finish_item(item, content, inp.preview_chars, inp.model, preview_lines=inp.preview_lines)
     item = (await store_items(store, inp.session_id, inp.lane, [(item, content)], events=events,
                               observation=archive))[0]
     metrics.observe_tool_run(item.tool_class, item.exit_code)

@@ -220,6 +220,7 @@ class AgentLoop:
                 group=assistant.seq,
                 model=s.model,
                 preview_chars=lane.preview_chars,
+                preview_lines=lane.preview_lines,
                 replay=s.replay,
                 output=None if output is None else output[0],
                 exit_code=0 if output is None else output[1],

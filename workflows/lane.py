@@ -56,6 +56,10 @@ CHECKPOINT_CONTENT_PATCH = "checkpoint-content"
 # Sessions started since show key lines of archived items in the checkpoint (issue 29,
 # config.LINES_PROFILE); also only at a session's start.
 CHECKPOINT_LINES_PATCH = "checkpoint-lines"
+# Sessions started since preview large tool outputs with lines of their middle and keep a
+# larger pool of archived lines (issue 29, config.PREVIEW_LINES_PROFILE); also only at a
+# session's start (items record the preview they were measured with).
+PREVIEW_LINES_PATCH = "preview-lines"
 # Sessions started since tell their model of compactions (EngineConfig.budget_notice); also
 # only at a session's start, so a restored run keeps what its session started with.
 BUDGET_NOTICE_PATCH = "budget-notice"
@@ -85,7 +89,9 @@ def new_session_profile(llm_condensation: bool, budget_notice: bool = False) -> 
         return notice
     if not workflow.patched(CHECKPOINT_CONTENT_PATCH):
         return {**notice, **cost_profile(llm_condensation, names_index=True)}
-    return {**notice, **cost_profile(llm_condensation, key_lines=workflow.patched(CHECKPOINT_LINES_PATCH))}
+    if not workflow.patched(CHECKPOINT_LINES_PATCH):
+        return {**notice, **cost_profile(llm_condensation, key_lines=False)}
+    return {**notice, **cost_profile(llm_condensation, preview_lines=workflow.patched(PREVIEW_LINES_PATCH))}
 
 
 def session_engine_config(cfg: SessionConfig, tool_definition_tokens: int,
@@ -153,6 +159,10 @@ class Lane:
     @property
     def preview_chars(self) -> int:
         return self.state.config.effective_preview_chars
+
+    @property
+    def preview_lines(self) -> bool:
+        return self.state.config.preview_lines
 
     @property
     def rules_2(self) -> bool:
@@ -238,6 +248,7 @@ class Lane:
                 observation_ids=[self.observation_id(seq) for seq in seqs],
                 bound_above_tokens=self.bound_above_tokens,
                 recall=self.state.config.recall,
+                preview_lines=self.preview_lines,
                 events=events,
             )
             try:

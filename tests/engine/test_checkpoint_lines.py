@@ -29,19 +29,23 @@ from workflows.context.items import Item, Kind
 from workflows.context.names import line_names
 
 
-def test_an_items_key_lines_are_those_naming_the_most_in_the_order_they_appear():
+def test_an_items_key_lines_together_name_the_most_in_the_order_they_appear():
     text = "\n".join([
         "collected 3 items",
         "src/app/cli.py:12: from pkg.util import load_config, save_config",
+        # three names, every one already carried by the line above: it adds nothing
+        "src/app/cli.py:40: load_config(path) or save_config(path)",
         "plain words only here",
         "def parse_args(argv):",
         "tests/test_cli.py::test_parse_args FAILED",
+        "    raise ValueError(bad_value)",
         "    " + "very_long_name_" * 20,  # one name, clipped
     ])
     lines = key_lines_of(ItemContent(text=text))
     assert lines == ["src/app/cli.py:12: from pkg.util import load_config, save_config",
                      "def parse_args(argv):",
-                     "tests/test_cli.py::test_parse_args FAILED"]
+                     "tests/test_cli.py::test_parse_args FAILED",
+                     "raise ValueError(bad_value)"]  # whitespace collapsed (clip)
     assert len(lines) == MAX_LINES
     assert key_lines_of(ItemContent(text=text)) == lines  # a retried activity reports the same
     assert key_lines_of(ItemContent(text="nothing to name\nat all")) == []
@@ -101,11 +105,11 @@ def _archived_output(seq: int, lines: list[str]) -> Item:
 
 def test_the_pool_keeps_the_most_recent_lines_without_repeats_and_is_bounded():
     data = CheckpointData()
-    data.record_item(_archived_output(1, ["a_b", "c_d"]), pool_lines=True)
-    data.record_item(_archived_output(2, ["e_f", "a_b"]), pool_lines=True)
+    data.record_item(_archived_output(1, ["a_b", "c_d"]), pool_lines=POOL_LINES)
+    data.record_item(_archived_output(2, ["e_f", "a_b"]), pool_lines=POOL_LINES)
     assert data.lines == ["e_f", "a_b", "c_d"]
     for seq in range(3, 3 + POOL_LINES):
-        data.record_item(_archived_output(seq, [f"line_{seq}"]), pool_lines=True)
+        data.record_item(_archived_output(seq, [f"line_{seq}"]), pool_lines=POOL_LINES)
     assert len(data.lines) == POOL_LINES and data.lines[0] == f"line_{2 + POOL_LINES}"
     untouched = CheckpointData()
     untouched.record_item(_archived_output(1, ["a_b"]))  # pool_lines off: sessions started before
@@ -116,7 +120,7 @@ def test_the_checkpoint_shows_the_chosen_lines_and_fewer_under_a_small_cap():
     data = CheckpointData()
     for seq in range(40):
         data.record_item(_archived_output(seq, [f"def handler_{seq}(request_{seq}) in pkg/mod_{seq}.py"]),
-                         pool_lines=True)
+                         pool_lines=POOL_LINES)
     text = checkpoint_text(data, 1_600, shown_lines=lines_to_show(data, 1_600, 48))
     shown = text.split(LINES_HEADER + "\n")[1].split("\nObservation references")[0].splitlines()
     assert len(shown) == min(48, (1_600 - ADDRESS_ROOM_TOKENS) // LINE_TOKENS)

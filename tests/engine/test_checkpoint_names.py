@@ -16,6 +16,7 @@ from workflows.context import engine as E
 from workflows.context.checkpoint import (
     ADDRESS_ROOM_TOKENS,
     LINE_TOKENS,
+    POOL_LINES,
     CheckpointData,
     EpisodeNote,
     _episode_lines,
@@ -230,7 +231,7 @@ def test_the_shedding_arithmetic_measures_the_text_it_would_render(archived, epi
         item = Item(id=f"i{seq}", seq=seq, kind=kind, role=kind, digest=f"d{seq}" * (seq % 7), names=names,
                     observation_id=f"obs-{seq}" if kind == "tool" else None, size_chars=seq,
                     lines=[f"line {seq} of {name}" for name in names[:3]])
-        checkpoint.record_item(item, max_names=50, pool_lines=True)
+        checkpoint.record_item(item, max_names=50, pool_lines=POOL_LINES)
     for n in range(episodes):
         checkpoint.record_episode(EpisodeNote(id=f"ep{n}", kind="exploration", goal="g" * n, conclusion="c",
                                               obs_ids=[f"obs-{n}"] * n))
@@ -283,7 +284,7 @@ def test_shedding_by_bisection_leaves_out_what_one_step_at_a_time_did(outputs, n
             checkpoint.record_item(Item(id=f"o{seq}", seq=2 * seq, kind="tool_result", role="tool", digest="ls " * seq,
                                         observation_id=f"obs-{seq}", size_chars=seq,
                                         lines=[f"def handler_{seq}(x_{n}) in pkg/mod_{n}.py" for n in range(seq % 4)]),
-                                   max_names=200, pool_lines=True)
+                                   max_names=200, pool_lines=POOL_LINES)
         if seq < turns:
             checkpoint.record_item(_item(2 * seq + 1, []), max_names=200)
     checkpoint.record_item(_item(10_000, [f"name_{n}" * (1 + n % 3) for n in range(names)]), max_names=200)

@@ -36,13 +36,14 @@ AS_RECORDED = {"sweep_keeps_markers": False, "bound_active_episodes": False, "ro
 # defaults (no item names, no calls shown; the cost profile's knobs as the engine had them), which
 # ``_unchanged`` checks, so leaving them out hides nothing.
 ADDED_CONFIG = ("checkpoint_names", "compact_at_ratio", "preview_share", "budget_notice", "checkpoint_calls",
-                "checkpoint_lines", "checkpoint_brief_references", "keep_task_statement")
-STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names", "calls", "lines"}},
+                "checkpoint_lines", "checkpoint_brief_references", "keep_task_statement", "checkpoint_pool_lines",
+                "preview_lines")
+STATE_EXCLUDE = {"config": {*AS_RECORDED, *ADDED_CONFIG}, "items": {"__all__": {"names", "calls", "lines", "preview_lines"}},
                  "checkpoint": {"names": True, "lines": True, "observations": {"__all__": {"call"}}},
                  "counters": {"archived_observations"},  # a count added since, derived from the archived items
                  "notices": True, "notice_task": True}  # the budget notice's (off in these sessions)
 PLAN_EXCLUDE = {"checkpoint": {"names": True, "lines": True, "observations": {"__all__": {"call"}}}}
-RESULT_EXCLUDE = {"archived": {"__all__": {"names", "calls", "lines"}}}
+RESULT_EXCLUDE = {"archived": {"__all__": {"names", "calls", "lines", "preview_lines"}}}
 
 
 def plan_json(plan) -> str:
@@ -68,6 +69,7 @@ def _unchanged(state) -> None:
     assert all(getattr(state.config, f) == defaults[f].default for f in ADDED_CONFIG)
     assert not state.checkpoint.names and not any(item.names for item in state.items.values())
     assert not state.checkpoint.lines and not any(item.lines for item in state.items.values())
+    assert not any(item.preview_lines for item in state.items.values())
     # items carry their calls (activities.items.finish_item), which checkpoint_calls (off) never shows
     assert not any(note.call for note in state.checkpoint.observations)
 

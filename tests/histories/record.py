@@ -237,6 +237,10 @@ async def main(names: list[str]) -> None:
             # (patch checkpoint-lines); a budget whose checkpoint has room for lines
             "checkpoint-lines-hosted": lambda: hosted(client, queue, "checkpoint-lines-hosted", LONG_TRAJECTORY,
                                                       budget_tokens=8_000),
+            # issue 29: new sessions preview large tool outputs with lines of their middle and keep a
+            # larger pool of archived lines (patch preview-lines)
+            "preview-lines-hosted": lambda: hosted(client, queue, "preview-lines-hosted", LONG_TRAJECTORY,
+                                                   budget_tokens=8_000),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

@@ -25,6 +25,7 @@ from worker.replay.recorded_lane import SESSION_ID, TASK_ID, ReplayItem
 from workflows.context import (
     GENERATED_KINDS,
     LINES_PROFILE,
+    PREVIEW_LINES_PROFILE,
     EngineConfig,
     Item,
     ItemContent,
@@ -162,7 +163,8 @@ class LanesPolicy(Policy):
             start = time.perf_counter()
             item = bounded_item(lane.item, lane.content, self.preview_chars, TOKEN_MODEL, self.bound_above_tokens,
                                 None if lane.item.kind == Kind.SYSTEM else ids.observation_id(
-                                    SESSION_ID, ids.MAIN_LANE, lane.item.seq))
+                                    SESSION_ID, ids.MAIN_LANE, lane.item.seq),
+                                preview_lines=self.state.config.preview_lines)
             self.measure_seconds += time.perf_counter() - start
             engine.add_item(self.state, item, lane.arguments)
             self.contents[item.id] = lane.content
@@ -236,7 +238,9 @@ class LanesPolicy(Policy):
 # The engine as sessions ran it before the cost profile (issue 16): the fields' defaults.
 BEFORE_COST_PROFILE = {name: EngineConfig.model_fields[name].default for name in cost_profile(llm_condensation=False)}
 # As sessions started before the checkpoint's key lines (issue 29, patch checkpoint-lines).
-BEFORE_KEY_LINES = {name: EngineConfig.model_fields[name].default for name in LINES_PROFILE}
+BEFORE_KEY_LINES = {name: EngineConfig.model_fields[name].default for name in (*LINES_PROFILE, *PREVIEW_LINES_PROFILE)}
+# As sessions started before previews showed lines of their middle (issue 29, patch preview-lines).
+BEFORE_PREVIEW_LINES = {name: EngineConfig.model_fields[name].default for name in PREVIEW_LINES_PROFILE}
 
 
 def engine_config(budget: int, engine_options: dict | None = None) -> EngineConfig:

@@ -35,8 +35,8 @@ LINE_CHARS = 200
 CALL_CHARS = 80  # of a call beside an observation address (the rest of the line: its digest)
 NAME_CHARS = 80
 NAMES_SHED = 8  # names are left out in steps of this many when the checkpoint is over its cap
-# Lines of archived items kept to choose the shown ones from (most recent first): about the
-# last 32 archived items' lines, bounded because workflow state holds metadata only.
+# Lines of archived items kept to choose the shown ones from (most recent first), by default
+# (EngineConfig.checkpoint_pool_lines): bounded because workflow state holds metadata only.
 POOL_LINES = 96
 # A shown line costs about this many tokens (LINE_CHARS of activities/item_names.py and
 # its "- "); lines never take the first ADDRESS_ROOM_TOKENS of the cap, which the header, the
@@ -84,7 +84,7 @@ class CheckpointData(BaseModel):
     anchors: list[str] = Field(default_factory=list)
     # paths and code symbols archived items mentioned (Item.names), most recent first
     names: list[str] = Field(default_factory=list)
-    # key lines of archived items (Item.lines), most recent first, at most POOL_LINES
+    # key lines of archived items (Item.lines), most recent first, at most the pool's size
     lines: list[str] = Field(default_factory=list)
     dropped_observations: int = 0  # older references no longer listed (still recallable)
     dropped_episodes: int = 0
@@ -98,11 +98,11 @@ class CheckpointData(BaseModel):
     def covers(self, seq: int) -> bool:
         return self.first_seq is not None and self.first_seq <= seq <= (self.last_seq or seq)
 
-    def record_item(self, item: Item, max_names: int = 0, call: str = "", pool_lines: bool = False) -> None:
+    def record_item(self, item: Item, max_names: int = 0, call: str = "", pool_lines: int = 0) -> None:
         """Account for one archived lane item (its address and prose digest, if any, and up to
         ``max_names`` of the names archived items mentioned, the most recent first; ``call``:
         the call whose output it is; ``pool_lines``: its key lines join the pool the shown
-        lines are chosen from)."""
+        lines are chosen from, which keeps that many)."""
         self.first_seq = item.seq if self.first_seq is None else min(self.first_seq, item.seq)
         self.last_seq = item.seq if self.last_seq is None else max(self.last_seq, item.seq)
         self.archived_items += 1
@@ -124,7 +124,7 @@ class CheckpointData(BaseModel):
             self._record_names(item.names, max_names)
         if pool_lines and item.lines:
             merged = dict.fromkeys(chain(item.lines, self.lines))  # a line archived again moves up
-            self.lines = list(islice(merged, POOL_LINES))
+            self.lines = list(islice(merged, pool_lines))
 
     def _record_names(self, names: list[str], max_names: int) -> None:
         # the item's names in their order, then the earlier ones not among them (dict: C-level dedupe)

@@ -88,6 +88,14 @@ class EngineConfig(BaseModel):
     # output's size, not its first characters: the call says what it holds, and the digest's
     # room goes to more addresses and lines (mini-swe-agent's digests read "<returncode>0...").
     checkpoint_brief_references: bool = False
+    # Key lines of archived items the checkpoint keeps to choose the shown ones from (most recent
+    # first; bounded because workflow state holds metadata only).
+    checkpoint_pool_lines: int = Field(default=96, ge=0)
+    # Previews of large tool outputs also show the lines of the omitted part that name the most
+    # paths and symbols the head and tail do not (preview.py), in the same characters: a later
+    # action's names are in a file's middle as often as at its ends. Items record the layout they
+    # were measured with (Item.preview_lines), so a session's older items keep theirs.
+    preview_lines: bool = False
     preview_chars: int | None = Field(default=None, ge=16)  # None: derived from the budget
     preview_share: float = Field(default=0.5, gt=0, le=1)  # the derived preview: chars = share × budget
     protected_groups: int = Field(default=4, ge=1)
@@ -186,19 +194,26 @@ NAMES_INDEX_PROFILE: dict[str, int | float | bool] = {"checkpoint_names": 192, "
 # Sessions started since show lines of archived items in the checkpoint, and brief references
 # (workflows/lane.py: patch checkpoint-lines); chosen with bench/engine_sensitivity.py (bench/results/README.md).
 LINES_PROFILE: dict[str, int | float | bool] = {"checkpoint_lines": 48, "checkpoint_brief_references": True}
+# Sessions started since preview large outputs with lines of their middle, and keep twice the
+# pool of archived lines (workflows/lane.py: patch preview-lines); chosen with a scratch grid on
+# the recorded sessions (bench/results/README.md, issue 29).
+PREVIEW_LINES_PROFILE: dict[str, int | float | bool] = {"preview_lines": True, "checkpoint_pool_lines": 192}
 # Only without LLM condensation (a condensation has its own trigger and target).
 FALLBACK_PROFILE: dict[str, int | float | bool] = {
     "compact_at_ratio": 0.75, "target_ratio": 0.3, "protected_groups": 2,
 }
 
 
-def cost_profile(llm_condensation: bool, names_index: bool = False,
-                 key_lines: bool = True) -> dict[str, int | float | bool]:
+def cost_profile(llm_condensation: bool, names_index: bool = False, key_lines: bool = True,
+                 preview_lines: bool = True) -> dict[str, int | float | bool]:
     """The EngineConfig values a new session runs with besides the field defaults
     (``names_index``: as sessions started before issue 29 ran, NAMES_INDEX_PROFILE;
-    ``key_lines``: LINES_PROFILE, off for sessions started before it)."""
+    ``key_lines``: LINES_PROFILE, off for sessions started before it; ``preview_lines``:
+    PREVIEW_LINES_PROFILE, only with key lines, off for sessions started before it)."""
     profile = dict(CHECKPOINT_PROFILE) if llm_condensation else {**CHECKPOINT_PROFILE, **FALLBACK_PROFILE}
     if names_index:
         return {**profile, **NAMES_INDEX_PROFILE}
-    return {**profile, **LINES_PROFILE} if key_lines else profile
+    if not key_lines:
+        return profile
+    return {**profile, **LINES_PROFILE, **(PREVIEW_LINES_PROFILE if preview_lines else {})}
 

@@ -232,7 +232,7 @@ class Draft:
         """Archive a lane item into the checkpoint (its address and digest are kept there)."""
         self.move(item, Lifecycle.ARCHIVED, Projection.OMITTED, reason)
         self.checkpoint.record_item(item, self.config.checkpoint_names, self._call_of(item),
-                                    pool_lines=self.config.checkpoint_lines > 0)
+                                    pool_lines=self.config.checkpoint_pool_lines if self.config.checkpoint_lines else 0)
         self.checkpoint_changed = True
         self.invalidate()
 

@@ -104,6 +104,9 @@ class Item:
     # (EngineConfig.checkpoint_lines).
     lines: list[str] = field(default_factory=list)
     terminal: bool = False  # the final assistant answer of an ended task (set by end_task)
+    # Its preview (COMPACT) also shows lines of the omitted part (preview.py): measured so by
+    # the activity that stored it, when its session had EngineConfig.preview_lines on.
+    preview_lines: bool = False
 
     def cost(self, projection: Projection | None = None) -> int:
         p = projection or self.projection

@@ -12,6 +12,7 @@ import json
 from .content import ItemContent, ToolCall
 from .items import Item, Projection, is_tool_output
 from .observations import RecallStyle, observation_address, range_address, recall_hint
+from .preview import LINES_INTRO, lines_room, omitted_lines
 from .text import REFERENCE_EXCERPT_CHARS, SOURCE_HEAD_MAX
 
 # Longest tool-call argument string kept verbatim per projection of an assistant message.
@@ -34,7 +35,7 @@ def projection_text(item: Item, content: ItemContent, projection: Projection, pr
         return ""
     address = observation_address(item.observation_id) if item.observation_id else None
     if projection == _COMPACT:
-        return _head_tail(text, preview_chars, item.observation_id, recall)
+        return _head_tail(text, preview_chars, item.observation_id, recall, item.preview_lines)
     if address is None:
         return _without_address(item, text, projection)
     if projection == _MINIMAL_REFERENCE:
@@ -49,12 +50,16 @@ def _output_reference(item: Item, content: ItemContent, address: str) -> str:
     return f"Earlier {item.tool_name or content.tool_name or 'tool'} output was compacted.\nFull output: {address}"
 
 
-def _head_tail(text: str, preview_chars: int, obs_id: str | None, recall: RecallStyle) -> str:
-    """Beginning and end (together at most ``preview_chars``) with the omitted range between."""
+def _head_tail(text: str, preview_chars: int, obs_id: str | None, recall: RecallStyle, lines: bool = False) -> str:
+    """Beginning and end (together at most ``preview_chars``) with the omitted range between;
+    ``lines`` (Item.preview_lines): a quarter each, and lines of the omitted part in the marker."""
     if len(text) <= preview_chars:
         return text
-    head_n = preview_chars // 2
-    tail_n = preview_chars - head_n
+    if lines:
+        head_n, tail_n, room = lines_room(preview_chars)
+    else:
+        head_n, room = preview_chars // 2, 0
+        tail_n = preview_chars - head_n
     omitted = len(text) - head_n - tail_n
     if obs_id is None:
         marker = f"[... {omitted} characters omitted ...]"
@@ -65,6 +70,9 @@ def _head_tail(text: str, preview_chars: int, obs_id: str | None, recall: Recall
             f"[... {omitted} characters omitted (offset {head_n} to {head_n + omitted}). "
             f"Full output: {address} — {recall_hint(recall)}, e.g. {example} ...]"
         )
+    shown = omitted_lines(text, head_n, head_n + omitted, room)
+    if shown:
+        marker = f"{marker[:-1]}{LINES_INTRO}" + "\n".join(shown) + "\n]"
     tail = text[len(text) - tail_n:] if tail_n else ""
     return f"{text[:head_n]}\n{marker}\n{tail}"
 

@@ -74,4 +74,5 @@ class IngestItemsInput(BaseModel):
     # its observation id too, so that it can enter bounded (see archive_if_oversized).
     bound_above_tokens: int | None = None
     recall: RecallStyle = "tool"  # how placeholders say to read archived text back
+    preview_lines: bool = False  # previews show lines of the omitted part (EngineConfig.preview_lines)
     events: list[EventSpec] = Field(default_factory=list)  # the workflow's deferred events, written with the items

@@ -34,6 +34,7 @@ class ToolRunInput(BaseModel):
     group: int
     model: str
     preview_chars: int
+    preview_lines: bool = False  # its preview shows lines of the omitted part (EngineConfig.preview_lines)
     replay: ReplaySpec | None = None
     output: str | None = None  # set: the workflow already ran the tool; store this as its result
     exit_code: int = 0

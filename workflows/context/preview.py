@@ -1,0 +1,75 @@
+"""The preview of a large output: its beginning, its end, and between them the lines of the
+omitted part that name the most paths and symbols the preview does not show already.
+
+A head and a tail alone drop the middle of a file read or a test log, which is where later
+actions find what they name (a definition, a failing assertion, a grep hit). Shown since
+EngineConfig.preview_lines (each item records which layout it was measured with:
+Item.preview_lines), in the same characters: the head and the tail take a quarter each, the
+lines at most the rest. Pure and bounded: the same text always previews the same way.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .names import line_names
+
+HEAD_SHARE = 0.25  # of the preview's characters, for the head and for the tail each
+LINE_MAX_CHARS = 160  # longer lines are left out (minified code, data rows)
+# Only this much of the omitted part is searched for lines (a multi-megabyte output stays cheap
+# to render): its beginning and its end.
+SCAN_HEAD_CHARS, SCAN_TAIL_CHARS = 48_000, 16_000
+LINES_INTRO = " Lines of it that name paths or symbols:\n"
+
+
+def lines_room(preview_chars: int) -> tuple[int, int, int]:
+    """(head, tail, room): the characters of the head, of the tail, and at most of the lines
+    with their introduction, together never above ``preview_chars``."""
+    head = tail = int(preview_chars * HEAD_SHARE)
+    return head, tail, max(0, preview_chars - head - tail - len(LINES_INTRO))
+
+
+def omitted_lines(text: str, start: int, end: int, room: int) -> list[str]:
+    """Lines of ``text[start:end]`` (whitespace trimmed), at most ``room`` characters with one
+    newline each, in text order, chosen greedily: each time the line adding the most names that
+    neither the shown text (before ``start``, from ``end``) nor a chosen line carries; ties go to
+    the shorter line, then the earlier. A line that adds no name is never chosen."""
+    if room <= 0 or end <= start:
+        return []
+    middle = text[start:end]
+    if len(middle) > SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
+        middle = middle[:SCAN_HEAD_CHARS] + "\n" + middle[-SCAN_TAIL_CHARS:]
+    shown = text[:start] + "\n" + text[end:]
+    lines: list[str] = []
+    names: list[frozenset[str]] = []
+    seen: set[str] = set()
+    for raw in middle.split("\n"):
+        line = raw.strip()
+        if not line or len(line) > LINE_MAX_CHARS or line in seen:
+            continue
+        seen.add(line)
+        new = frozenset(name for name in line_names(line) if name not in shown)
+        if new:
+            lines.append(line)
+            names.append(new)
+    # lazy greedy: a line's gain only falls as names get covered, so a gain computed earlier is
+    # an upper bound; the line on top whose gain is still what it was is the best
+    heap = [(-len(carried), len(lines[index]), index) for index, carried in enumerate(names)]
+    heapq.heapify(heap)
+    covered: set[str] = set()
+    chosen: list[int] = []
+    used = 0
+    while heap and used < room:
+        bound, length, index = heapq.heappop(heap)
+        gain = len(names[index] - covered)
+        if not gain:
+            continue
+        if gain < -bound:
+            heapq.heappush(heap, (-gain, length, index))
+            continue
+        if used + length + 1 > room:
+            continue  # too long for what is left; a shorter one may still fit
+        chosen.append(index)
+        covered |= names[index]
+        used += length + 1
+    return [lines[index] for index in sorted(chosen)]
