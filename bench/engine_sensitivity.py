@@ -25,7 +25,7 @@ from _results import machine, sources_digest, update_block, write_json
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
-from worker.replay.policies import BEFORE_COST_PROFILE, BEFORE_KEY_LINES
+from worker.replay.policies import BEFORE_COST_PROFILE, BEFORE_KEY_LINES, BEFORE_PREVIEW_LINES
 from worker.replay.simulator import default_jobs, engine_config, largest_first, replay_paths
 from workflows.context import CHECKPOINT_PROFILE, FALLBACK_PROFILE, NAMES_INDEX_PROFILE
 
@@ -41,6 +41,10 @@ VARIANTS: list[Variant] = [
     ("with the names index (before issue 29)", NAMES_INDEX_PROFILE),
     # as sessions started before the checkpoint's key lines ran (issue 29), and each half of them
     ("without key lines (before patch checkpoint-lines)", BEFORE_KEY_LINES),
+    # as sessions started before previews showed lines of their middle, and each half of that patch
+    ("without preview lines (before patch preview-lines)", BEFORE_PREVIEW_LINES),
+    ("preview lines, pool of 96 archived lines", {"checkpoint_pool_lines": 96}),
+    ("pool of 192 archived lines, head-and-tail previews", {"preview_lines": False}),
     ("key lines, references with digests", {"checkpoint_brief_references": False}),
     ("brief references, no key lines", {"checkpoint_lines": 0}),
     ("checkpoint_lines=24", {"checkpoint_lines": 24}),

@@ -25,7 +25,7 @@ from run_replay_bench import folder_of
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, load_trajectory, trajectory_files
 from worker.replay.fidelity import Fidelity, Run, session_fidelity
-from worker.replay.policies import BEFORE_COST_PROFILE, BEFORE_KEY_LINES
+from worker.replay.policies import BEFORE_COST_PROFILE, BEFORE_KEY_LINES, BEFORE_PREVIEW_LINES
 from worker.replay.simulator import default_jobs, largest_first
 
 BUDGETS = [8_000, 16_000, 32_000, 64_000]
@@ -33,14 +33,16 @@ FIXED = ["full", "masking-10"]  # budget-independent
 LANES = "lanes"
 PREVIOUS = "lanes (before profile)"  # as sessions ran before the cost profile (issue 16)
 BEFORE_LINES = "lanes (before key lines)"  # as sessions started before the checkpoint's lines (issue 29)
-POLICIES = [*FIXED, LANES, BEFORE_LINES, PREVIOUS]
+BEFORE_PREVIEWS = "lanes (before preview lines)"  # as sessions started before previews showed lines (issue 29)
+POLICIES = [*FIXED, LANES, BEFORE_PREVIEWS, BEFORE_LINES, PREVIOUS]
 
 
 def replay_file(path: str, budgets: list[int], stride: int) -> tuple[str, dict[tuple[str, int], Fidelity]]:
     runs = [Run(name, name, budgets[0]) for name in FIXED]
     for budget in budgets:
         runs += [Run(f"{LANES}@{budget}", LANES, budget), Run(f"{PREVIOUS}@{budget}", LANES, budget, BEFORE_COST_PROFILE),
-                 Run(f"{BEFORE_LINES}@{budget}", LANES, budget, BEFORE_KEY_LINES)]
+                 Run(f"{BEFORE_LINES}@{budget}", LANES, budget, BEFORE_KEY_LINES),
+                 Run(f"{BEFORE_PREVIEWS}@{budget}", LANES, budget, BEFORE_PREVIEW_LINES)]
     results = session_fidelity(load_trajectory(path), runs, stride=stride)
     out: dict[tuple[str, int], Fidelity] = {}
     for budget in budgets:
