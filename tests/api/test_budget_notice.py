@@ -17,7 +17,7 @@ def _notices(messages: list[dict]) -> list[str]:
 async def test_a_hosted_model_is_told_once_per_task_that_its_context_was_compacted(client_a, scripted):
     model = "notice-hosted"
     reads = [{"content": "", "tool_calls": [tool_call(f"r{n}", "bash", command=(
-        f'for i in $(seq 0 35); do echo "m{n}.py:$i {LINE}"; done'))]} for n in range(10)]
+        f'for i in $(seq 0 35); do echo "m{n}.py:$i {LINE}"; done'))]} for n in range(16)]
     scripted.add(model, [*reads, {"content": "done"}], sequential=True)
     created = await client_a.create_session(model=model, budget_tokens=4_000, tools="workspace",
                                             compaction={"enabled": False})

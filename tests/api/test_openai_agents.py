@@ -157,10 +157,10 @@ async def test_a_long_run_stays_within_budget_and_the_session_keeps_every_item(c
     reasoning = [i for i in history if i.get("type") == "reasoning"]
     assert len(reasoning) == CALLS and reasoning[0]["summary"][0]["text"] == "read part 1 next"
     assert await session.get_items(limit=2) == history[-2:]
-    # the last call saw the newest exchange: its output bounded (over half the budget) with the
-    # address of the exact text, and the turn's reasoning passed back with it
+    # the last call saw the newest exchange: its output bounded (over half the budget; its head is
+    # a quarter of the preview) with the address of the exact text, and the turn's reasoning passed back
     last = scripted.requests[-1]["messages"]
-    assert last[-1]["content"].startswith(_part(CALLS)[:500]) and "observation://" in last[-1]["content"]
+    assert last[-1]["content"].startswith(_part(CALLS)[:400]) and "observation://" in last[-1]["content"]
     assert any(m.get("reasoning_content") == f"read part {CALLS} next" for m in last)
     assert not any(m.get("reasoning_content") == "read part 1 next" for m in last)  # compacted with its turn
 

@@ -105,3 +105,14 @@ def test_new_sessions_run_the_profile_and_older_ones_do_not():
     assert "preview_lines" not in cost_profile(llm_condensation=False, preview_lines=False)
     assert "preview_lines" not in cost_profile(llm_condensation=False, key_lines=False)
     assert EngineConfig(context_window=8_000, max_output_tokens=0).preview_lines is False
+
+
+def test_a_line_the_head_or_the_tail_cuts_is_never_shown_as_a_line():
+    text = "intro\nfirst_cut_name continues_here\nwhole_line_name\nlast_cut_name and_more_after\noutro"
+    start = text.index("continues_here")  # inside the second line
+    end = text.index("and_more_after")  # inside the fourth
+    assert omitted_lines(text, start, end, 500) == ["whole_line_name"]
+    # cut exactly at line ends, the neighbouring lines are whole
+    start, end = text.index("first_cut_name"), text.index("\noutro")
+    assert omitted_lines(text, start, end, 500) == ["first_cut_name continues_here", "whole_line_name",
+                                                    "last_cut_name and_more_after"]

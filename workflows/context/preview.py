@@ -36,14 +36,11 @@ def omitted_lines(text: str, start: int, end: int, room: int) -> list[str]:
     the shorter line, then the earlier. A line that adds no name is never chosen."""
     if room <= 0 or end <= start:
         return []
-    middle = text[start:end]
-    if len(middle) > SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
-        middle = middle[:SCAN_HEAD_CHARS] + "\n" + middle[-SCAN_TAIL_CHARS:]
     shown = text[:start] + "\n" + text[end:]
     lines: list[str] = []
     names: list[frozenset[str]] = []
     seen: set[str] = set()
-    for raw in middle.split("\n"):
+    for raw in _whole_lines(text, start, end):
         line = raw.strip()
         if not line or len(line) > LINE_MAX_CHARS or line in seen:
             continue
@@ -73,3 +70,22 @@ def omitted_lines(text: str, start: int, end: int, room: int) -> list[str]:
         covered |= names[index]
         used += length + 1
     return [lines[index] for index in sorted(chosen)]
+
+
+def _whole_lines(text: str, start: int, end: int) -> list[str]:
+    """The lines of ``text[start:end]`` that lie wholly inside it (a line the head or the tail
+    cuts would read as another: ``default_error_mes``), only in its first SCAN_HEAD_CHARS and
+    last SCAN_TAIL_CHARS when it is longer."""
+    if end - start > SCAN_HEAD_CHARS + SCAN_TAIL_CHARS:
+        spans = [(start, start + SCAN_HEAD_CHARS), (end - SCAN_TAIL_CHARS, end)]
+    else:
+        spans = [(start, end)]
+    whole: list[str] = []
+    for a, b in spans:
+        pieces = text[a:b].split("\n")
+        if a > 0 and text[a - 1] != "\n":
+            pieces = pieces[1:]  # begins inside a line
+        if b < len(text) and text[b] != "\n":
+            pieces = pieces[:-1]  # ends inside a line
+        whole += pieces
+    return whole
