@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from .checkpoint import POOL_LINES
 from .observations import RecallStyle
 
 GeneratedRole = Literal["system", "developer", "user"]
@@ -90,7 +91,7 @@ class EngineConfig(BaseModel):
     checkpoint_brief_references: bool = False
     # Key lines of archived items the checkpoint keeps to choose the shown ones from (most recent
     # first; bounded because workflow state holds metadata only).
-    checkpoint_pool_lines: int = Field(default=96, ge=0)
+    checkpoint_pool_lines: int = Field(default=POOL_LINES, ge=0)
     # Previews of large tool outputs also show the lines of the omitted part that name the most
     # paths and symbols the head and tail do not (preview.py), in the same characters: a later
     # action's names are in a file's middle as often as at its ends. Items record the layout they
