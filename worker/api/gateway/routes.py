@@ -7,7 +7,8 @@ to a Lanes token.
   ``POST /v1/messages/count_tokens``, ``GET /v1/models``).
 
 Each answer carries ``X-Lanes-Session``: the session that holds the conversation (send it back
-as a request header to pin a conversation to it). Errors are in the protocol's own shape, so
+as a request header to pin a conversation to it), and ``Server-Timing``: where the call's time
+went (``timing.py``). Errors are in the protocol's own shape, so
 the official SDKs raise their usual exceptions.
 """
 
@@ -27,6 +28,8 @@ from worker.api.errors import ApiError
 from worker.api.gateway import anthropic_messages, openai_chat, openai_responses
 from worker.api.gateway.conversation import GatewayInputError
 from worker.api.gateway.service import Gateway, Served
+from worker.api.gateway.timing import HEADER as TIMING_HEADER
+from worker.api.gateway.timing import CallTiming
 from worker.api.gateway.upstreams import (
     AnthropicUpstream,
     OpenAIUpstream,
@@ -83,11 +86,11 @@ def _budget(request: Request) -> int | None:
     return int(value)
 
 
-async def _serve(request: Request, call: Any, upstream: Any) -> Served:
+async def _serve(request: Request, call: Any, upstream: Any, timing: CallTiming) -> Served:
     if (conversation_id := request.headers.get(CONVERSATION_HEADER)) is not None:
         call.conversation.salt += f"|{conversation_id}"
     be: Backend = request.app.state.backend
-    gateway = Gateway(request, be, request.state.tenant)
+    gateway = Gateway(request, be, request.state.tenant, timing)
     return await gateway.serve(call.conversation, call.model, call.tools, upstream,
                                request.headers.get(SESSION_HEADER), _budget(request), stream=call.stream)
 
@@ -109,8 +112,9 @@ def _failure(request: Request, error: Exception) -> Response:
     return gateway_error(path, 500, f"the gateway failed: {type(error).__name__}")
 
 
-def _sessioned(response: Response, served: Served) -> Response:
+def _sessioned(response: Response, served: Served, timing: CallTiming) -> Response:
     response.headers[SESSION_HEADER] = served.session_id
+    response.headers[TIMING_HEADER] = timing.header()
     return response
 
 
@@ -119,16 +123,21 @@ async def _answer(request: Request, parse: Callable[[Any], Any], upstream: Calla
                   events: Callable[[dict[str, Any], Any], Iterator[bytes]]) -> Response:
     """One call of a protocol: read it, serve it, answer in its shape (the upstream's own stream,
     or the answer's events, or the answer whole); any failure as the protocol's error."""
+    timing = CallTiming()
     try:
         call = parse(await _body(request))
-        served = await _serve(request, call, upstream(request, call))
+        timing.lap("read")
+        served = await _serve(request, call, upstream(request, call), timing)
     except Exception as error:  # every failure in the protocol's shape
-        return _failure(request, error)
+        failed = _failure(request, error)
+        failed.headers[TIMING_HEADER] = timing.header()
+        return failed
     if served.stream is not None:
-        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served)
+        return _sessioned(StreamingResponse(served.stream, media_type="text/event-stream"), served, timing)
     if call.stream:  # answered whole (recall rounds, a retry, a Responses stream): its events
-        return _sessioned(StreamingResponse(events(served.answer, call), media_type="text/event-stream"), served)
-    return _sessioned(JSONResponse(whole(served.answer, call.model)), served)
+        return _sessioned(StreamingResponse(events(served.answer, call), media_type="text/event-stream"), served,
+                          timing)
+    return _sessioned(JSONResponse(whole(served.answer, call.model)), served, timing)
 
 
 # --- OpenAI Chat Completions ------------------------------------------------------------------

@@ -36,6 +36,7 @@ from worker.api.gateway.answer import Answer, stored_answer
 from worker.api.gateway.answer_store import ENDED, answer_items, answer_usage, store_answer_row
 from worker.api.gateway.answer_writes import AnswerWrites
 from worker.api.gateway.conversation import Conversation, GatewayInputError, Turn, item_in, next_chain
+from worker.api.gateway.timing import CallTiming
 from worker.api.routes import open_session
 from workflows.context import ItemContent
 from workflows.contract.external_calls import json_digest
@@ -80,10 +81,11 @@ class Served:
 
 
 class Gateway:
-    def __init__(self, request: Request, be: Backend, tenant: str) -> None:
+    def __init__(self, request: Request, be: Backend, tenant: str, timing: CallTiming | None = None) -> None:
         self.request = request
         self.be = be
         self.tenant = tenant
+        self.timing = timing or CallTiming()
         self.writes: AnswerWrites = request.app.state.answer_writes
 
     async def turns_table(self) -> GatewayTurns:
@@ -112,6 +114,7 @@ class Gateway:
                 matched, read = await _held(table, sid, chains, len(chains) - 1)
                 answered = await _answer_after(table, sid, read, chains, matched)
         if sid is not None and answered and _asked(answered.answer) in (None, model):
+            self.timing.lap("find")
             return await self._replay(table, sid, answered)
         if sid is None or _beyond(read, matched):  # new, or it diverges from what the session holds
             if sid is not None:
@@ -142,6 +145,7 @@ class Gateway:
                     raise
                 break  # the session takes no more: the step moves the whole conversation to a new one
         first = min((p for p, row in rows.items() if p < len(chains) and not row.stored), default=len(chains))
+        self.timing.lap("find")
         try:
             prepared, contents = await self._step(sid, conversation.turns[first:], chains, carried,
                                                   skip={p for p in range(first, len(chains))
@@ -151,15 +155,18 @@ class Gateway:
                 raise
             # the session ended (closed or terminated): the conversation goes on in a new one
             log.info("gateway: %s has ended (%s): the conversation continues in a new session", sid, error.code)
+            self.timing.lap("step")
             sid = await self._open(conversation, model, tools, budget, table, chains)
             first = 1 if conversation.system else 0
             prepared, contents = await self._step(sid, conversation.turns[first:], chains)
+        self.timing.lap("step")
         _, request = await asyncio.gather(  # the turns are in the session: marked while the request renders
             table.mark_stored(sid, list(range(first, len(chains)))),
             request_out(self.be, sid, prepared, upstream.format, contents))  # type: ignore[arg-type]
         offers_recall = PLACEHOLDER in _text_of(request)
+        self.timing.lap("render")
         if stream and not offers_recall and upstream.streams:
-            streamed = await upstream.open_stream(request)
+            streamed = await self.timing.timed("upstream", upstream.open_stream(request))
 
             async def store(answer: Answer) -> None:
                 await self._keep_answer(table, sid, chains, [answer], {}, model)
@@ -186,6 +193,7 @@ class Gateway:
         of it and the model asked, so that copies of one call sent at once open one session (the
         others wait for it to start). Every turn is claimed in one write before anyone can find
         the session, so no other conversation continues it. Its system prompt is its first item."""
+        self.timing.lap("find")
         sid = "ses-" + hashlib.sha256(f"{self.tenant}|{model}|{chains[-1]}".encode()).hexdigest()[:12]
         body = SessionCreate(mode="external", model=model, system_prompt=conversation.system or None,
                              budget_tokens=budget or self.be.settings.gateway_budget_tokens,
@@ -197,10 +205,12 @@ class Gateway:
             if error.code != "conflict":
                 raise
             await self._started(sid)  # opened by a copy of this call: wait until it runs
+            self.timing.lap("open")
             return sid
         await table.claim(sid, self.tenant, 0, chains)
         if conversation.system:  # stored by the session's start: position 0 is the system prompt
             await table.mark_stored(sid, [0])
+        self.timing.lap("open")
         return sid
 
     async def _started(self, sid: str, seconds: float = 30.0) -> None:
@@ -260,17 +270,20 @@ class Gateway:
         recalled: dict[str, str] = {}  # recall call id -> what the gateway answered it
         store = await self.be.store()
         while True:
-            answer = await upstream.complete(request, extra, rounds)
+            answer = await self.timing.timed("upstream", upstream.complete(request, extra, rounds))
             answers.append(answer)
             recalls = [c for c in answer.turn.tool_calls if c.name == RECALL_TOOL] if offers_recall else []
             if not recalls:
                 break
-            results = [(c.id, (await recall(store, sid, c.arguments, RECALL_MAX_CHARS))[0].text) for c in recalls]
+            results = [(c.id, (await self.timing.timed("recall", recall(store, sid, c.arguments,
+                                                                        RECALL_MAX_CHARS)))[0].text)
+                       for c in recalls]
             recalled.update(results)
             rounds.append(upstream.round_messages(answer, results))
             if answer.for_agent().tool_calls or len(rounds) >= MAX_RECALL_ROUNDS:
                 break  # the agent's own calls wait for it; or enough rounds: the answer as it is
-        return Served(session_id=sid, answer=await self._keep_answer(table, sid, chains, answers, recalled, model))
+        kept = await self.timing.timed("keep", self._keep_answer(table, sid, chains, answers, recalled, model))
+        return Served(session_id=sid, answer=kept)
 
     async def _keep_answer(self, table: GatewayTurns, sid: str, chains: list[str], answers: list[Answer],
                            recalled: dict[str, str], model: str) -> dict[str, Any]:
