@@ -51,6 +51,7 @@ from fastapi.responses import StreamingResponse
 
 from activities.tokens import count_message_tokens
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, iter_trajectories
+from worker.api.gateway.timing import parse_header
 from worker.local.stack import Stack, free_port
 
 TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
@@ -148,6 +149,7 @@ async def play(http: httpx.AsyncClient, url: str, trajectory: Trajectory, model:
     messages: list[dict[str, Any]] = ([{"role": "system", "content": trajectory.system}] if trajectory.system
                                       else []) + [{"role": "user", "content": trajectory.task}]
     full, times, sessions = [], [], set()
+    phases: list[dict[str, float]] = []  # each answer's Server-Timing (the gateway's; none direct)
     headers = {"Authorization": f"Bearer {TOKEN}", "X-Lanes-Budget-Tokens": str(budget)}
     if conversation_id:
         headers["X-Lanes-Conversation"] = conversation_id
@@ -159,12 +161,14 @@ async def play(http: httpx.AsyncClient, url: str, trajectory: Trajectory, model:
         if response.status_code != 200:
             return {"error": f"HTTP {response.status_code}: {response.text[:300]}", "calls": len(times)}
         sessions.add(response.headers.get("x-lanes-session"))
+        if "server-timing" in response.headers:
+            phases.append(parse_header(response.headers["server-timing"]))
         message = response.json()["choices"][0]["message"]
         message = {k: v for k, v in message.items() if v is not None}
         messages += [message, *followers(turn, message)]
         if agent_ms:
             await asyncio.sleep(agent_ms / 1000)
-    return {"full_tokens": full, "ms": times, "sessions": sorted(s for s in sessions if s)}
+    return {"full_tokens": full, "ms": times, "sessions": sorted(s for s in sessions if s), "phases": phases}
 
 
 def cached_tokens(requests: list[str]) -> int:
@@ -195,6 +199,13 @@ def call_ms(timings: dict[str, list[float]], agent_ms: float) -> dict[str, Any]:
             "direct_p50": pct(direct, 0.5), "direct_p99": pct(direct, 0.99),
             "added_p50": round(pct(gateway, 0.5) - pct(direct, 0.5), 2),
             "added_p99": round(pct(gateway, 0.99) - pct(direct, 0.99), 2), "calls": len(gateway)}
+
+
+def phase_p50(answers: list[dict[str, float]]) -> dict[str, float]:
+    """Each phase's median over the calls that took it (worker/api/gateway/timing.py), in the
+    order calls take them."""
+    names = list(dict.fromkeys(name for timing in answers for name in timing))
+    return {name: pct([timing[name] for timing in answers if name in timing], 0.5) for name in names}
 
 
 async def ready(url: str, seconds: float = 60.0) -> None:
@@ -233,6 +244,7 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
     trajectories = trajectories[:: max(1, len(trajectories) // args.files)][: args.files]
     per_file: list[dict[str, Any]] = []
     timings: dict[str, list[float]] = {}  # "<route> <agent ms>" -> call times
+    phases: dict[str, list[dict[str, float]]] = {}  # "<agent ms>" -> the gateway's answers' Server-Timing
     async with httpx.AsyncClient(timeout=120) as http:
         for i, trajectory in enumerate(trajectories):
             for (route, url), agent_ms in itertools.product((("gateway", gateway_url), ("direct", direct_url)),
@@ -244,6 +256,8 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
                 if "error" in played:
                     raise SystemExit(f"{trajectory.id} via {route}: {played['error']}")
                 timings.setdefault(f"{route} {agent_ms:g}", []).extend(played["ms"])
+                if route == "gateway":
+                    phases.setdefault(f"{agent_ms:g}", []).extend(played["phases"])
                 if route == "gateway" and agent_ms == args.agent_ms:
                     sent = upstream.sent_tokens[model]
                     per_file.append({"id": trajectory.id, "calls": len(sent), "sessions": len(played["sessions"]),
@@ -272,8 +286,8 @@ async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, An
                          for side, total in (("gateway", gateway_total), ("direct", direct_total))},
         "cost_with_cache": {str(price): cost_with_cache(per_file, price) for price in CACHE_READ_PRICES},
         "over_budget_requests": sum(f["over_budget"] for f in per_file),
-        "call_ms": call_ms(timings, args.agent_ms),
-        "call_ms_back_to_back": call_ms(timings, 0.0),
+        "call_ms": {**call_ms(timings, args.agent_ms), "phases_p50": phase_p50(phases[f"{args.agent_ms:g}"])},
+        "call_ms_back_to_back": {**call_ms(timings, 0.0), "phases_p50": phase_p50(phases["0"])},
         "concurrent": concurrent,
         "streaming": streaming,
         "long_conversation": long,
@@ -325,6 +339,7 @@ async def first_bytes(http: httpx.AsyncClient, gateway_url: str, direct_url: str
     (the upstream waits STREAM_GAP_SECONDS after its first). The conversation's first call,
     which opens its session, is reported alone."""
     timings: dict[str, dict[str, list[float]]] = {}
+    phases: list[dict[str, float]] = []  # the gateway's Server-Timing, the opening call's left out
     headers = {"Authorization": f"Bearer {TOKEN}"}
     for route, url in (("gateway", gateway_url), ("direct", direct_url)):
         first, whole = [], []
@@ -346,6 +361,8 @@ async def first_bytes(http: httpx.AsyncClient, gateway_url: str, direct_url: str
                             text += (choice.get("delta") or {}).get("content") or ""
                 if response.status_code != 200 or seen is None:
                     raise SystemExit(f"streamed call via {route}: HTTP {response.status_code}")
+                if n and "server-timing" in response.headers:
+                    phases.append(parse_header(response.headers["server-timing"]))
             first.append((seen - started) * 1000)
             whole.append((time.perf_counter() - started) * 1000)
             messages.append({"role": "assistant", "content": text})
@@ -357,7 +374,8 @@ async def first_bytes(http: httpx.AsyncClient, gateway_url: str, direct_url: str
             "first_byte_p50": {"gateway": pct(g["first"], 0.5), "direct": pct(d["first"], 0.5)},
             "first_byte_p99": {"gateway": pct(g["first"], 0.99), "direct": pct(d["first"], 0.99)},
             "added_first_byte_p50": round(pct(g["first"], 0.5) - pct(d["first"], 0.5), 2),
-            "whole_p50": {"gateway": pct(g["whole"], 0.5), "direct": pct(d["whole"], 0.5)}}
+            "whole_p50": {"gateway": pct(g["whole"], 0.5), "direct": pct(d["whole"], 0.5)},
+            "phases_p50": phase_p50(phases)}
 
 
 async def long_conversation(http: httpx.AsyncClient, url: str, upstream: RecordedUpstream, calls: int,
@@ -456,15 +474,24 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
   {b2b['direct_p50']} ms direct back to back and {ms['direct_p50']} ms direct with a pause: the same upstream's calls
   take longer back to back, for a reason this bench has not pinned down, so the back-to-back "added"
   ({b2b['added_p50']} ms) understates, and {round(b2b['gateway_p50'] - ms['direct_p50'], 2)} ms is the fairer figure. The goal was
-  under 15 ms added: not met. What a call waits for: one workflow update in one workflow task (the
-  step measures the new turns and the previous answer when its write had not begun, and plans; the
-  writes run after it has answered), the upstream, and a few small PostgreSQL reads and writes.
+  under 15 ms added: not met. Where a call's time went (each answer's `Server-Timing`, p50 of each
+  phase over the calls that took it): {phase_text(ms.get('phases_p50'))}. `step` is one workflow
+  update (the new turns measured in a local activity, then planned; their writes are scheduled
+  with its answer and run after it); `upstream` is the same upstream the direct calls reach, slower
+  from the gateway because the step's writes run on the same two cores while it waits.
 - **{conc['conversations']} concurrent conversations** (one system prompt, {conc['calls']} calls, {conc['seconds']} s):
   {conc['sessions']} sessions, **{conc['misrouted']} misrouted**, errors {len(conc['errors'])}.
 {streaming_lines(result.get("streaming"))}{long_lines(result.get("long_conversation"))}\
 - Cannot see: a real provider's latency and prompt cache (the upstream answers at once), recall
   rounds (the recorded model never recalls), answers that differ from the recording.
 """
+
+
+def phase_text(phases: dict[str, float] | None) -> str:
+    if not phases:
+        return "not recorded"
+    return ", ".join(f"{name} {ms}" for name, ms in phases.items() if name != "total") + \
+        f" ms (total {phases.get('total', 0)} ms)"
 
 
 def cache_lines(result: dict[str, Any]) -> str:
@@ -491,7 +518,8 @@ def streaming_lines(streaming: dict[str, Any] | None) -> str:
             f"{first['gateway']} ms through the gateway vs {first['direct']} ms direct, "
             f"{streaming['added_first_byte_p50']} ms added (the goal was within 10 ms: not met; the gateway takes "
             f"the step, which plans, before it calls the upstream); whole answer p50 {whole['gateway']} vs "
-            f"{whole['direct']} ms.{opened}\n")
+            f"{whole['direct']} ms.{opened} Until the stream opens (`Server-Timing`, p50): "
+            f"{phase_text(streaming.get('phases_p50'))}.\n")
 
 
 async def largest_payloads(stack: Stack, session_id: str) -> dict[str, Any]:
