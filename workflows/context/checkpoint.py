@@ -8,7 +8,6 @@ function of this data, so the workflow and the replay generate identical bytes.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import accumulate, chain, islice
@@ -16,7 +15,7 @@ from itertools import accumulate, chain, islice
 from pydantic import BaseModel, ConfigDict, Field
 
 from .items import Item, Kind
-from .names import line_names
+from .names import covering_lines, line_names
 from .observations import SCHEME, RecallStyle
 from .text import chars_to_tokens, clip
 
@@ -151,23 +150,7 @@ def chosen_lines(pool: list[str], count: int, shown: frozenset[str] = frozenset(
     for carried in names:
         for name in carried:
             weight[name] = weight.get(name, 0) + 1
-    # lazy greedy: a line's gain only falls as names get covered, so a gain computed earlier is an
-    # upper bound; the line on top whose gain is still what it was is the best (ties: lower index)
-    heap = [(-sum(weight[name] for name in carried), index) for index, carried in enumerate(names) if carried]
-    heapq.heapify(heap)
-    covered: set[str] = set()
-    chosen: list[int] = []
-    while heap and len(chosen) < count:
-        bound, index = heapq.heappop(heap)
-        gain = sum(weight[name] for name in names[index] if name not in covered)
-        if not gain:
-            continue
-        if gain < -bound:
-            heapq.heappush(heap, (-gain, index))
-            continue
-        chosen.append(index)
-        covered |= names[index]
-    return [pool[index] for index in sorted(chosen)]
+    return [pool[index] for index in covering_lines(names, weight=weight, count=count)]
 
 
 def _anchor_seq(anchor: str) -> int:

@@ -1,11 +1,13 @@
 """The file paths and code symbols a text mentions: pure patterns, shared by the activity that
-hands the engine an item's names and key lines (activities/item_names.py) and the checkpoint,
-which picks archived lines by the names they carry (checkpoint.py)."""
+hands the engine an item's names and key lines (activities/item_names.py), the checkpoint, which
+picks archived lines by the names they carry (checkpoint.py), and previews, which show the lines
+of an output's middle that carry the most names (preview.py); both pick with ``covering_lines``."""
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 MAX_NAME_CHARS = 80
@@ -52,3 +54,41 @@ def _trimmed(name: str) -> str | None:
     if len(name) < MIN_NAME_CHARS or len(name) > MAX_NAME_CHARS or name.startswith("obs-"):
         return None
     return name
+
+
+def covering_lines(names: Sequence[frozenset[str]], weight: Mapping[str, int] | None = None,
+                   cost: Sequence[int] | None = None, room: int | None = None,
+                   count: int | None = None) -> list[int]:
+    """Indices of the lines whose ``names`` cover the most, chosen greedily, in index order: each
+    time the line adding the most weight of names no chosen line carries (a name weighs
+    ``weight[name]``, else 1); ties go to the lower ``cost``, then the lower index. A line that
+    adds nothing is never chosen. Stops at ``count`` lines, or once ``room`` is used up, each
+    chosen line using its ``cost`` plus one (its newline); a line too long for what is left is
+    passed over for a shorter one."""
+    def gain(index: int, covered: set[str] | frozenset[str]) -> int:
+        if weight is None:
+            return len(names[index] - covered)
+        return sum(weight[name] for name in names[index] if name not in covered)
+
+    # lazy greedy: a line's gain only falls as names get covered, so a gain computed earlier is
+    # an upper bound; the line on top whose gain is still what it was is the best
+    heap = [(-gain(index, frozenset()), cost[index] if cost else 0, index)
+            for index, carried in enumerate(names) if carried]
+    heapq.heapify(heap)
+    covered: set[str] = set()
+    chosen: list[int] = []
+    used = 0
+    while heap and (room is None or used < room) and (count is None or len(chosen) < count):
+        bound, length, index = heapq.heappop(heap)
+        now = gain(index, covered)
+        if not now:
+            continue
+        if now < -bound:
+            heapq.heappush(heap, (-now, length, index))
+            continue
+        if room is not None and used + length + 1 > room:
+            continue  # too long for what is left; a shorter one may still fit
+        chosen.append(index)
+        covered |= names[index]
+        used += length + 1
+    return sorted(chosen)

@@ -10,9 +10,7 @@ lines at most the rest. Pure and bounded: the same text always previews the same
 
 from __future__ import annotations
 
-import heapq
-
-from .names import line_names
+from .names import covering_lines, line_names
 
 HEAD_SHARE = 0.25  # of the preview's characters, for the head and for the tail each
 LINE_MAX_CHARS = 160  # longer lines are left out (minified code, data rows)
@@ -49,27 +47,7 @@ def omitted_lines(text: str, start: int, end: int, room: int) -> list[str]:
         if new:
             lines.append(line)
             names.append(new)
-    # lazy greedy: a line's gain only falls as names get covered, so a gain computed earlier is
-    # an upper bound; the line on top whose gain is still what it was is the best
-    heap = [(-len(carried), len(lines[index]), index) for index, carried in enumerate(names)]
-    heapq.heapify(heap)
-    covered: set[str] = set()
-    chosen: list[int] = []
-    used = 0
-    while heap and used < room:
-        bound, length, index = heapq.heappop(heap)
-        gain = len(names[index] - covered)
-        if not gain:
-            continue
-        if gain < -bound:
-            heapq.heappush(heap, (-gain, length, index))
-            continue
-        if used + length + 1 > room:
-            continue  # too long for what is left; a shorter one may still fit
-        chosen.append(index)
-        covered |= names[index]
-        used += length + 1
-    return [lines[index] for index in sorted(chosen)]
+    return [lines[index] for index in covering_lines(names, cost=[len(line) for line in lines], room=room)]
 
 
 def _whole_lines(text: str, start: int, end: int) -> list[str]:
