@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from typing import Any
 
 import _results
 from _floor_workflow import SHAPES, UpdateFloor, noop
+from gateway import pct
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -70,11 +72,6 @@ async def measure(address: str, task_queue: str, calls: int, pause: float) -> di
                 await asyncio.sleep(pause)
     await handle.signal(UpdateFloor.stop)
     return times
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args)
     if args.out:
-        args.out.write_text(__import__("json").dumps(result, indent=2) + "\n")
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
     else:
         _results.write_json("update_floor.json", result)
         _results.update_block("update-floor", readme_block(result))
