@@ -49,8 +49,8 @@ class CallTiming:
         try:
             return await awaitable
         finally:
-            self._add(phase, time.perf_counter() - began)
             self._last = time.perf_counter()
+            self._add(phase, self._last - began)
 
     def _add(self, phase: str, seconds: float) -> None:
         self.phases[phase] = self.phases.get(phase, 0.0) + seconds
