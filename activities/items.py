@@ -167,6 +167,19 @@ async def archive_if_oversized(store: Store, session_id: str, item: Item, conten
     return measured
 
 
+async def store_text_item(store: Store, inp: StoreTextInput) -> Item:
+    """A user or system text stored as an item of the lane, measured (idempotent by id)."""
+    content = ItemContent(text=inp.text)
+    item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
+    if inp.observation_id is not None and inp.bound_above_tokens is None:
+        # Oversized input stays exact in storage and reaches the model as a bounded source reference.
+        await store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
+        item = item_with(item, observation_id=inp.observation_id)
+    item = await archive_if_oversized(store, inp.session_id, item, content, inp.preview_chars, inp.model,
+                                      inp.bound_above_tokens, inp.observation_id)
+    return await store_item(store, inp.session_id, inp.lane, item, content)
+
+
 def item_row(item: Item, content: ItemContent, lane: str, client: ExternalItem | None = None,
              usage: dict | None = None) -> ItemRow:
     """The row of an item; ``usage``: what the provider reported for the call that made it (a
@@ -434,16 +447,7 @@ class ItemActivities(ActivityGroup):
     @activity.defn
     async def store_text(self, inp: StoreTextInput) -> Item:
         """Store a user or system text as an item of the lane."""
-        runtime = await self.runtime()
-        content = ItemContent(text=inp.text)
-        item = Item(id=inp.item_id, seq=inp.seq, kind=inp.kind, role=inp.role, task=inp.task_id)
-        if inp.observation_id is not None and inp.bound_above_tokens is None:
-            # Oversized input stays exact in storage and reaches the model as a bounded source reference.
-            await runtime.store.put_observation(inp.session_id, inp.observation_id, inp.item_id, inp.text)
-            item = item_with(item, observation_id=inp.observation_id)
-        item = await archive_if_oversized(runtime.store, inp.session_id, item, content, inp.preview_chars, inp.model,
-                                          inp.bound_above_tokens, inp.observation_id)
-        return await store_item(runtime.store, inp.session_id, inp.lane, item, content)
+        return await store_text_item((await self.runtime()).store, inp)
 
     @activity.defn(name="store_user_message")
     async def store_user_message(self, inp: StoreTextInput) -> Item:

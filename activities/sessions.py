@@ -9,6 +9,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.items import store_text_item
 from activities.runtime import ActivityGroup
 from activities.store_errors import CheckpointNotFound, ToolSetNotFound
 from activities.tokens import count_tool_definitions
@@ -24,7 +25,8 @@ class SessionActivities(ActivityGroup):
     @activity.defn
     async def start_session(self, inp: SessionStartInput) -> SessionStartResult:
         """Register the session and measure the fixed cost of its tool definitions (the
-        catalog's, then the agent's own), as ``activities.requests.materialise`` sends them."""
+        catalog's, then the agent's own), as ``activities.requests.materialise`` sends them;
+        store its system prompt when the input holds one (``store_text``'s item)."""
         runtime = await self.runtime()
         await runtime.store.ensure_session(inp.session_id, inp.tenant, inp.config)
         specs = tool_specs(inp.tools)
@@ -33,7 +35,16 @@ class SessionActivities(ActivityGroup):
                 specs += await runtime.store.get_tool_set(inp.session_id, inp.tool_set)
             except ToolSetNotFound as exc:  # the API stores it before starting the session: a bug, not a fault
                 raise ApplicationError(str(exc), type="ToolSetNotFound", non_retryable=True) from None
-        return SessionStartResult(tool_definition_tokens=count_tool_definitions(specs, inp.model))
+        tokens = count_tool_definitions(specs, inp.model)
+        prompt = None
+        if inp.system_prompt is not None:
+            if inp.engine_config is None:
+                raise ApplicationError("start_session: a system prompt came without the engine config that sets "
+                                       "its preview width", type="BadStartInput", non_retryable=True)
+            config = inp.engine_config.model_copy(update={"tool_definition_tokens": tokens})
+            text = inp.system_prompt.model_copy(update={"preview_chars": config.effective_preview_chars})
+            prompt = await store_text_item(runtime.store, text)
+        return SessionStartResult(tool_definition_tokens=tokens, system_prompt=prompt)
 
     @activity.defn
     async def save_checkpoint(self, inp: SaveCheckpointInput) -> None:

@@ -198,25 +198,27 @@ class Lane:
 
     async def add_text(self, text: str, *, kind: str, role: str, task_id: str | None) -> Item:
         """Store a user/system text and add it to the engine."""
+        item = await calls.store_text(self.text_input(text, kind=kind, role=role, task_id=task_id))
+        return engine.add_item(self.state, item)
+
+    def text_input(self, text: str, *, kind: str, role: str, task_id: str | None) -> StoreTextInput:
+        """What stores a user/system text as the lane's next item (its seq taken here)."""
         seq = self.next_seq()
         bounded = self.rules_2 and kind != Kind.SYSTEM  # the system prompt is never shrunk
-        item = await calls.store_text(
-            StoreTextInput(
-                session_id=self.data.session_id,
-                lane=self.data.lane,
-                item_id=self.item_id(seq),
-                seq=seq,
-                task_id=task_id or "",
-                text=text,
-                kind=kind,
-                role=role,
-                model=self.data.model,
-                preview_chars=self.preview_chars,
-                observation_id=self.observation_id(seq) if bounded or len(text) > ids.OVERSIZED_INPUT_CHARS else None,
-                bound_above_tokens=self.bound_above_tokens if bounded else None,
-            )
+        return StoreTextInput(
+            session_id=self.data.session_id,
+            lane=self.data.lane,
+            item_id=self.item_id(seq),
+            seq=seq,
+            task_id=task_id or "",
+            text=text,
+            kind=kind,
+            role=role,
+            model=self.data.model,
+            preview_chars=self.preview_chars,
+            observation_id=self.observation_id(seq) if bounded or len(text) > ids.OVERSIZED_INPUT_CHARS else None,
+            bound_above_tokens=self.bound_above_tokens if bounded else None,
         )
-        return engine.add_item(self.state, item)
 
     async def add_external(self, items: list[ExternalItem]) -> list[Item]:
         """Items an external agent appended: stored and measured by an activity first."""

@@ -32,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.contract.external_calls import RecentCalls, check_items, items_digest
     from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED
-    from workflows.contract.lane_state import LaneState
     from workflows.contract.lanes import HandoffRef
     from workflows.contract.session import (
         AppendItemsRequest,
@@ -63,18 +62,15 @@ with workflow.unsafe.imports_passed_through():
         session_tools,
         submit_text_problem,
     )
-    from workflows.contract.session_start import SessionStartInput
     from workflows.external_tasks import STEP_WRITES_LATER_PATCH, ExternalTasks
-    from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, patched_engine_options, session_engine_config
+    from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, patched_engine_options
     from workflows.recovery import recover
+    from workflows.session_start import start_lane
     from workflows.subagents import RepairCounts, SpawnRefused, SubagentHost
     from workflows.usage import UsagePolicy, usage_policy
 
 # Runs continue as new in every mode (external agents' calls count), not only after model turns.
 CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
-# A new session's lane is published once its system prompt is stored (handlers waiting for it
-# run after that store, not during it).
-LANE_AFTER_SYSTEM_PROMPT_PATCH = "lane-after-system-prompt"
 # A step's items are stored by an activity, not a local activity: a local activity writes within
 # the workflow task that runs the update, and when that task is lost its rows stay while the
 # next task hands the same seqs to other content.
@@ -491,31 +487,10 @@ class SessionWorkflow:
         self.recent_calls = checkpoint.recent_calls
 
     async def _start(self) -> None:
-        cfg = self.config
-        started = await calls.start_session(
-            SessionStartInput(
-                session_id=cfg.session_id,
-                tenant=cfg.tenant,
-                config={"model": cfg.model, "context_window": cfg.context_window, "replay": cfg.replay is not None},
-                tools=self._tools(),
-                model=cfg.model,
-                tool_set=cfg.tool_set,
-            )
-        )
-        config = session_engine_config(cfg, started.tool_definition_tokens, self.engine_options)
-        lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)),
-                    self._usage_policy())
-        if workflow.patched(LANE_AFTER_SYSTEM_PROMPT_PATCH):
-            # Published only once the system prompt is in it: a context query in between
-            # would answer an empty working set instead of "still starting".
-            if cfg.system_prompt is not None:
-                await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
-            self.lane = lane
-            return
-        async with lane.lock:  # runs recorded before: handlers waiting for the lane ran in between
-            self.lane = lane
-            if cfg.system_prompt is not None:
-                await lane.add_text(cfg.system_prompt, kind=Kind.SYSTEM, role="system", task_id=None)
+        await start_lane(self.config, self._tools(), self.engine_options, self._usage_policy, self._publish)
+
+    def _publish(self, lane: Lane) -> None:
+        self.lane = lane
 
     def _lane(self) -> Lane:
         if self.lane is None:

@@ -241,6 +241,12 @@ async def main(names: list[str]) -> None:
             # larger pool of archived lines (patch preview-lines)
             "preview-lines-hosted": lambda: hosted(client, queue, "preview-lines-hosted", LONG_TRAJECTORY,
                                                    budget_tokens=8_000),
+            # issue 25: a new session's system prompt stored by start_session, not by an activity of
+            # its own (patch start-stores-system-prompt); hosted, and gateway steps across hand-overs
+            "start-stores-prompt-hosted": lambda: hosted(client, queue, "start-stores-prompt-hosted", LONG_TRAJECTORY,
+                                                         budget_tokens=8_000),
+            "start-stores-prompt-external": lambda: external_steps(client, queue, "start-stores-prompt-external",
+                                                                   write_behind=True),
         }
         unknown = set(names) - set(scenarios)
         if unknown:
