@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ORCHESTRATION = {"workflows.session", "workflows.lane", "workflows.lane_workflow", "workflows.agent_loop",
                  "workflows.subagents", "workflows.activity_calls", "workflows.recovery",
                  "workflows.external_tasks", "workflows.capability_admission", "workflows.pinned_notes",
-                 "workflows.exhaustive", "workflows.task_events", "workflows.usage"}
+                 "workflows.exhaustive", "workflows.task_events", "workflows.usage", "workflows.patches",
+                 "workflows.session_start"}
 IO_LIBRARIES = {"asyncpg", "openai", "httpx", "tiktoken", "subprocess", "socket", "os", "time", "random", "pathlib"}
 SERVER_LIBRARIES = {"temporalio", "asyncpg", "openai", "fastapi", "uvicorn", "tiktoken", "prometheus_client"}
 # What each folder of the table may not import (absolute module prefixes).
@@ -194,3 +195,23 @@ def test_a_user_message_crosses_each_layer_once_as_the_readme_says():
     assert external_routes.materialise is requests.materialise
     assert model.model_request is requests.model_request and "materialise(" in inspect.getsource(requests.model_request)
     assert "materialise(" in inspect.getsource(external_routes.request_out)
+
+
+def test_patches_are_asked_only_through_workflows_patches():
+    """A settled patch asked with ``workflow.patched`` directly finds no marker of its own in a
+    run that settled it (workflows/patches.py), so nothing else asks Temporal directly; and each
+    settled id is one the code asks (a misspelt id would settle nothing)."""
+    from workflows.patches import SETTLED
+
+    direct, literals = [], set()
+    for path in (ROOT / "workflows").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        if path.name != "patches.py":
+            literals |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        direct += [f"{path.relative_to(ROOT)}:{n.lineno}" for n in ast.walk(tree)
+                   if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "patched"
+                   and isinstance(n.func.value, ast.Name) and n.func.value.id == "workflow"
+                   and path.name != "patches.py"]
+    assert direct == []
+    settled = set().union(*(ids for _, ids in SETTLED))
+    assert not settled - literals, sorted(settled - literals)

@@ -15,6 +15,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows.context import Item
     from workflows.contract import failures, rejections
     from workflows.contract.checkpoint import LoadCheckpointInput, SaveCheckpointInput, SessionCheckpoint
@@ -89,7 +90,7 @@ async def start_session(inp: SessionStartInput) -> SessionStartResult:
 
 
 async def store_text(inp: StoreTextInput) -> Item:
-    activity = "store_text" if workflow.patched(STORE_TEXT_PATCH) else "store_user_message"
+    activity = "store_text" if patches.patched(STORE_TEXT_PATCH) else "store_user_message"
     return await workflow.execute_activity(
         activity, inp, result_type=Item, start_to_close_timeout=SHORT_IO_TIMEOUT, retry_policy=IO_RETRY,
         summary=f"{inp.kind} text {inp.item_id}")

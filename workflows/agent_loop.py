@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass
 from typing import Protocol
 
-from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 from workflows import activity_calls as calls
+from workflows import patches
 from workflows.context import EngineError, Item, Kind, engine
 from workflows.contract.failures import CONTEXT_LENGTH_EXCEEDED
 from workflows.contract.items import ToolCallRef
@@ -77,7 +77,7 @@ class AgentLoop:
             raise
 
     async def _step(self, lane: Lane, task_id: str, turn: int) -> StepOutcome:
-        lane.carry_generated = workflow.patched(MODEL_CALL_WRITES_PATCH)  # the model call stores them
+        lane.carry_generated = patches.patched(MODEL_CALL_WRITES_PATCH)  # the model call stores them
         try:
             await lane.compact_if_needed(self.settings.compaction)
             await lane.assemble()
@@ -205,7 +205,7 @@ class AgentLoop:
         s = self.settings
         seq = lane.next_seq()
         events = lane.take_pending_events()
-        local = self._store_only(call, output) and workflow.patched(LOCAL_STORE_TOOLS_PATCH)
+        local = self._store_only(call, output) and patches.patched(LOCAL_STORE_TOOLS_PATCH)
         run = calls.run_tool(
             ToolRunInput(
                 session_id=s.session_id,

@@ -16,6 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows.context import IncompleteCoverageError, Kind, engine
     from workflows.lane import Lane
 
@@ -57,7 +58,7 @@ async def refuse_incomplete_end(lane: Lane, task_id: str, turn: int, tracker: Re
     message = str(IncompleteCoverageError(task_id, left))
     unread_chars = sum(b - a for r in left.values() for a, b in r)
     idle = tracker.count(task_id, unread_chars)
-    if idle > MAX_IDLE_REFUSALS and workflow.patched(REFUSAL_CAP_PATCH):
+    if idle > MAX_IDLE_REFUSALS and patches.patched(REFUSAL_CAP_PATCH):
         raise ApplicationError(f"the model ended {idle} times in a row without reading anything new: {message}",
                                type=INCOMPLETE_COVERAGE, non_retryable=True)
     await lane.log_event(END_REFUSED, {

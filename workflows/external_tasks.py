@@ -18,6 +18,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows import task_events as task_log
     from workflows.context import CallUsage, Item, cost_units, engine
     from workflows.contract.external_calls import external_progress
@@ -84,7 +85,7 @@ class ExternalTasks:
         )
 
     def events_on(self) -> bool:
-        return task_log.events_on() and workflow.patched(EXTERNAL_TASK_EVENTS_PATCH)
+        return task_log.events_on() and patches.patched(EXTERNAL_TASK_EVENTS_PATCH)
 
     def switch(self, lane: Lane, task_id: str) -> None:
         """End the running external task and begin ``task_id`` (engine state only: repairs ran

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
+    from workflows import patches
     from workflows.context import ApplyResult, CompactionPlan, Item, Kind, Projection, Rejection, cost_profile, engine, ids
     from workflows.contract import rejections
     from workflows.contract.condense import CondensationInput, CondensationOutcome
@@ -74,8 +75,8 @@ STORE_ATTEMPTS = 3
 
 
 def patched_engine_options() -> dict[str, bool | int]:
-    options: dict[str, bool | int] = {option: workflow.patched(patch_id) for option, patch_id in ENGINE_PATCHES.items()}
-    options["rules_version"] = 2 if workflow.patched(RULES_2_PATCH) else 1
+    options: dict[str, bool | int] = {option: patches.patched(patch_id) for option, patch_id in ENGINE_PATCHES.items()}
+    options["rules_version"] = 2 if patches.patched(RULES_2_PATCH) else 1
     return options
 
 
@@ -83,15 +84,15 @@ def new_session_profile(llm_condensation: bool, budget_notice: bool = False) -> 
     """The EngineConfig values a session started now runs with besides the defaults
     (``budget_notice``: the session wants the budget notice; Temporal is asked only then)."""
     notice: dict[str, int | float | bool] = {}
-    if budget_notice and workflow.patched(BUDGET_NOTICE_PATCH):
+    if budget_notice and patches.patched(BUDGET_NOTICE_PATCH):
         notice["budget_notice"] = True
-    if not workflow.patched(COST_PROFILE_PATCH):
+    if not patches.patched(COST_PROFILE_PATCH):
         return notice
-    if not workflow.patched(CHECKPOINT_CONTENT_PATCH):
+    if not patches.patched(CHECKPOINT_CONTENT_PATCH):
         return {**notice, **cost_profile(llm_condensation, names_index=True)}
-    if not workflow.patched(CHECKPOINT_LINES_PATCH):
+    if not patches.patched(CHECKPOINT_LINES_PATCH):
         return {**notice, **cost_profile(llm_condensation, key_lines=False)}
-    return {**notice, **cost_profile(llm_condensation, preview_lines=workflow.patched(PREVIEW_LINES_PATCH))}
+    return {**notice, **cost_profile(llm_condensation, preview_lines=patches.patched(PREVIEW_LINES_PATCH))}
 
 
 def session_engine_config(cfg: SessionConfig, tool_definition_tokens: int,
@@ -485,7 +486,7 @@ class Lane:
         Since ONE_WRITE_COMPACTION_PATCH a compaction costs one activity round trip, not three:
         the texts are measured by a local activity, and the created items and the compaction's
         events are written together."""
-        one_write = workflow.patched(ONE_WRITE_COMPACTION_PATCH)
+        one_write = patches.patched(ONE_WRITE_COMPACTION_PATCH)
         if measured is None and plan.generated:
             measured = await calls.measure_texts(self.data.model, {g.key: g.text for g in plan.generated},
                                                  local=one_write)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows import task_events as task_log
     from workflows.context import engine
     from workflows.contract.session import TaskStatus
@@ -37,13 +38,13 @@ async def recover(lane: Lane, tasks: dict[str, TaskStatus], external: ExternalTa
             if task_log.events_on():  # written with the recovery's event below
                 await lane.defer_event(task_log.FAILED, task_log.payload(task_log.FAILED, tasks[stale]))
         external.forget(stale)
-        if closed and workflow.patched(EPISODE_EVENTS_PATCH):
+        if closed and patches.patched(EPISODE_EVENTS_PATCH):
             await lane.log_abandoned_episodes(closed, "recovery: the task that owned the lane ended")
     counts = await subagents.recover(lane) if subagents.running() else RepairCounts()
     if stale is not None or counts.any:
         await log_recovery(lane, counts, stale_lane_owners=int(stale is not None), task=stale,
                            main_episodes_closed=len(closed))
-    elif workflow.patched(RECOVERY_EVENT_PATCH):
+    elif patches.patched(RECOVERY_EVENT_PATCH):
         # nothing to repair is a result too (the spec: the event on every admission check); it
         # goes with the admission's next activity, so the check costs no activity of its own
         await lane.defer_event(RECOVERY_EVENT, recovery_payload(counts))

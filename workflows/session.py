@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import capability_admission, exhaustive, pinned_notes
+    from workflows import capability_admission, exhaustive, patches, pinned_notes
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop
     from workflows.context import Item, Kind, UsageTotals, engine, ids
@@ -232,7 +232,7 @@ class SessionWorkflow:
         """One round trip per agent step: append the step's items, then prepare the request."""
         lane = await self._ready_lane()
         self.updates_this_run += 1
-        later = request.write_behind and workflow.patched(STEP_WRITES_LATER_PATCH)
+        later = request.write_behind and patches.patched(STEP_WRITES_LATER_PATCH)
         async with lane.lock:
             digest = (request.digest or items_digest(request.items)) if request.step_id else ""
             done = self.recent_calls.repeated(request.step_id, digest)
@@ -241,7 +241,7 @@ class SessionWorkflow:
                     await self.external.record_reported_usage(lane, request.usage, defer=bool(request.items))
                 # runs recorded before the patch stored a step's items with a local activity, whose
                 # rows outlive a lost workflow task (and its seqs went to other content)
-                local = not workflow.patched(STEP_ITEMS_ACTIVITY_PATCH)
+                local = not patches.patched(STEP_ITEMS_ACTIVITY_PATCH)
                 item_ids = ([i.id for i in await self._append(lane, request.items, local=local, later=later)]
                             if request.items else [])
                 self.recent_calls.record(request.step_id, digest, item_ids)
@@ -285,7 +285,7 @@ class SessionWorkflow:
                 added = await lane.add_external(items)
                 self.turns += self.external.progress(items, added)
                 return added
-            if any(i.kind == Kind.NOTE.value for i in items) and workflow.patched(EXTERNAL_NOTE_CHECK_PATCH):
+            if any(i.kind == Kind.NOTE.value for i in items) and patches.patched(EXTERNAL_NOTE_CHECK_PATCH):
                 await pinned_notes.check_appended(lane, items)  # before anything is stored
             # Repairs first (they may add items: the lane's seqs stay in order), then the items
             # are stored, and only then does the task change: input the activity refuses (a
@@ -341,7 +341,7 @@ class SessionWorkflow:
         async with lane.lock:
             episode = rejections.engine_call(engine.begin_episode, lane.state, request.episode_id, request.kind, request.goal,
                                    request.depends_on)
-            if workflow.patched(EPISODE_EVENTS_PATCH):
+            if patches.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_event(EPISODE_BEGUN, {"episode_id": episode.id, "kind": episode.kind.value,
                                                        "goal": episode.goal, "depends_on": episode.depends_on})
 
@@ -359,7 +359,7 @@ class SessionWorkflow:
         lane = await self._ready_lane()
         async with lane.lock:
             rejections.engine_call(engine.end_episode, lane.state, request.episode_id, request.conclusion)
-            if workflow.patched(EPISODE_EVENTS_PATCH):
+            if patches.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_event(EPISODE_ENDED, {"episode_id": request.episode_id})
 
     @end_episode.validator
@@ -386,7 +386,7 @@ class SessionWorkflow:
     @workflow.run
     async def run(self, inp: SessionInput) -> SessionStatus:
         self.engine_options = patched_engine_options()
-        self.continue_all_modes = workflow.patched(CONTINUE_ALL_MODES_PATCH)
+        self.continue_all_modes = patches.patched(CONTINUE_ALL_MODES_PATCH)
         if inp.checkpoint_id is None:
             await self._start()
         else:
@@ -568,7 +568,7 @@ class SessionWorkflow:
             status.state, status.error, status.error_type = "failed", str(error), error.type
         async with lane.lock:
             ended = engine.end_task(lane.state, task_id, abandoned=status.state != "completed")
-            if ended.abandoned_episodes and workflow.patched(EPISODE_EVENTS_PATCH):
+            if ended.abandoned_episodes and patches.patched(EPISODE_EVENTS_PATCH):
                 await lane.log_abandoned_episodes(ended.abandoned_episodes, "the task ended")
             if events:
                 await task_log.log(lane, task_log.COMPLETED if status.state == "completed" else task_log.FAILED, status)

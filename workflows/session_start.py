@@ -13,6 +13,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
+    from workflows import patches
     from workflows.context import Kind, engine
     from workflows.contract.lane_state import LaneState
     from workflows.contract.session import SessionConfig
@@ -40,7 +41,7 @@ async def start_lane(cfg: SessionConfig, tools: list[str], engine_options: dict[
         model=cfg.model,
         tool_set=cfg.tool_set,
     )
-    if cfg.system_prompt is not None and workflow.patched(START_STORES_SYSTEM_PROMPT_PATCH):
+    if cfg.system_prompt is not None and patches.patched(START_STORES_SYSTEM_PROMPT_PATCH):
         # The lane's seqs and settings before the tool definitions are measured: of what
         # stores the prompt, only its preview width depends on them, and the activity sets it.
         draft = session_engine_config(cfg, 0, engine_options)
@@ -58,7 +59,7 @@ async def start_lane(cfg: SessionConfig, tools: list[str], engine_options: dict[
     started = await calls.start_session(start)
     config = session_engine_config(cfg, started.tool_definition_tokens, engine_options)
     lane = Lane(LaneState(session_id=cfg.session_id, model=cfg.model, context=engine.new_state(config)), usage())
-    if workflow.patched(LANE_AFTER_SYSTEM_PROMPT_PATCH):
+    if patches.patched(LANE_AFTER_SYSTEM_PROMPT_PATCH):
         # Published only once the system prompt is in it: a context query in between
         # would answer an empty working set instead of "still starting".
         if cfg.system_prompt is not None:

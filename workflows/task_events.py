@@ -13,6 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows.contract.session import TaskStatus
     from workflows.lane import Lane
 
@@ -23,7 +24,7 @@ COMPLETED, FAILED = "task.completed", "task.failed"
 
 def events_on() -> bool:
     """Whether this run logs task events (decided by its history: see ``workflow.patched``)."""
-    return workflow.patched(TASK_EVENTS_PATCH)
+    return patches.patched(TASK_EVENTS_PATCH)
 
 
 def payload(kind: str, status: TaskStatus) -> dict[str, object]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows.context import CallUsage, ModelPrice, budget_ratio, price_for, record_call
 
 if TYPE_CHECKING:
@@ -45,9 +46,9 @@ class UsagePolicy:
 
 def usage_policy(live: bool, prices: dict[str, ModelPrice] | None = None) -> UsagePolicy:
     """Decided once per run, where its lane is made (calls ``workflow.patched``)."""
-    on = workflow.patched(USAGE_PATCH)
+    on = patches.patched(USAGE_PATCH)
     return UsagePolicy(events=on, calibrate_budget=on and live, prices=dict(prices or {}),
-                       defer_events=on and workflow.patched(USAGE_WITH_TOOL_PATCH))
+                       defer_events=on and patches.patched(USAGE_WITH_TOOL_PATCH))
 
 
 async def record_usage(lane: Lane, kind: str, model: str, usage: CallUsage | None, *, defer: bool = False,

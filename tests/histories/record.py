@@ -159,20 +159,20 @@ async def external_tasks(client, queue: str) -> None:
     await save(client, session_id, "external-tasks")
 
 
-async def subagents(client, queue: str, folder: Path) -> None:
+async def subagents(client, queue: str, folder: Path, name: str = "subagents") -> None:
     """A parent whose model spawns two subagents (episodes, a command, a handoff each)."""
     parent, children = write_recordings(folder, parent_trajectory(["Inspect module 0.", "Inspect module 1."]),
                                         [child_trajectory(0), child_trajectory(1)])
     with ReplayModelServer([parent[0], *(c[0] for c in children)]) as server:
-        session_id = f"hist-subagents-{uuid.uuid4().hex[:6]}"
+        session_id = f"hist-{name}-{uuid.uuid4().hex[:6]}"
         handle = await sessions.start_session(client, session_config(session_id, parent, children, server), queue)
         task_id = await sessions.submit(handle, parent[0].task)
         await sessions.wait_task(handle, task_id)
         await handle.signal(SessionWorkflow.close)
         await handle.result()
-    await save(client, session_id, "subagents")
+    await save(client, session_id, name)
     for lane in ("sub-0001", "sub-0002"):
-        await save(client, f"{session_id}/{lane}", f"subagents-{lane}")
+        await save(client, f"{session_id}/{lane}", f"{name}-{lane}")
 
 
 async def main(names: list[str]) -> None:
@@ -247,6 +247,11 @@ async def main(names: list[str]) -> None:
                                                          budget_tokens=8_000),
             "start-stores-prompt-external": lambda: external_steps(client, queue, "start-stores-prompt-external",
                                                                    write_behind=True),
+            # issue 29: the patches settled so far taken under one marker per run (workflows/patches.py):
+            # hosted, gateway steps across hand-overs, a parent and its subagents' lanes
+            "settled-hosted": lambda: hosted(client, queue, "settled-hosted", LONG_TRAJECTORY, budget_tokens=4_000),
+            "settled-external": lambda: external_steps(client, queue, "settled-external", write_behind=True),
+            "settled-subagents": lambda: subagents(client, queue, Path(tmp) / "settled-subagents", "settled-subagents"),
         }
         unknown = set(names) - set(scenarios)
         if unknown:

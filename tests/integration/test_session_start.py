@@ -6,6 +6,7 @@ definitions, an oversized prompt archived at its address."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import replace
 
@@ -21,18 +22,27 @@ from workflows.context import EngineConfig, Kind, cost_profile, ids
 from workflows.contract.items import StoreTextInput
 from workflows.contract.session import SessionConfig
 from workflows.contract.session_start import SessionStartInput
+from workflows.patches import SETTLED_MARKER
 from workflows.session import SessionWorkflow
 
 # Over ids.OVERSIZED_INPUT_CHARS: stored whole at an address, entering the request bounded.
 LONG_PROMPT = "".join(f"House rule {n}: keep the public API stable and explain every change.\n" for n in range(600))
 
 
-async def _activities_scheduled(temporal_client, session_id: str) -> list[str]:
-    names = []
+async def _recorded(temporal_client, session_id: str) -> tuple[list[str], list[str], int]:
+    """The activities the run scheduled, the patches it recorded, its search-attribute upserts."""
+    activities, patch_ids, upserts = [], [], 0
     async for event in temporal_client.get_workflow_handle(session_id).fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
-    return names
+            activities.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            marker = event.marker_recorded_event_attributes
+            if marker.marker_name == "core_patch":
+                [payload] = marker.details["patch-data"].payloads
+                patch_ids.append(json.loads(payload.data)["id"])
+        elif event.event_type == EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            upserts += 1
+    return activities, patch_ids, upserts
 
 
 @pytest.mark.usefixtures("worker")
@@ -54,8 +64,10 @@ async def test_a_new_sessions_system_prompt_is_stored_by_its_start_alone(tempora
         assert stored.text == prompt
     else:
         assert system.observation_id is None
-    # one round trip: no store_text (nor its former name) of its own
-    assert await _activities_scheduled(temporal_client, session_id) == ["start_session"]
+    activities, patch_ids, upserts = await _recorded(temporal_client, session_id)
+    assert activities == ["start_session"]  # one round trip: no store_text (nor its former name) of its own
+    # every patch the start asks is settled: one marker and one upsert of TemporalChangeVersion, not one each
+    assert (patch_ids, upserts) == ([SETTLED_MARKER], 1)
     await handle.signal(SessionWorkflow.close)
     await handle.result()
 
