@@ -5,8 +5,12 @@ Fails when the SDK's private sandboxed instance changes (a new temporalio): then
 
 from __future__ import annotations
 
+import importlib.machinery
+import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import workflow
 from temporalio.api.enums.v1 import CommandType
 from temporalio.worker import WorkflowInstanceDetails
@@ -14,8 +18,9 @@ from temporalio.worker._command_aware_visitor import CommandInfo
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox._runner import _fake_info, _Instance
 
+from worker import workflow_runner as runner_module
 from worker.payload_codec import DATA_CONVERTER
-from worker.workflow_runner import LanesSandboxRunner, fits_this_sdk, workflow_runner
+from worker.workflow_runner import LanesSandboxRunner, compile_sources_once, fits_this_sdk, workflow_runner
 from workflows.session import SessionWorkflow
 
 
@@ -52,3 +57,32 @@ async def test_it_answers_every_context_question_as_the_stock_sandbox_does():
     # the flags a sandboxed call sets are cleared after a direct one
     assert not ours.importer.restriction_context.is_runtime
     assert not workflow.unsafe.in_sandbox()
+
+
+@pytest.fixture
+def plain_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Source compiled as Python does, until the code under test says otherwise (undone after)."""
+    monkeypatch.setattr(importlib.machinery.SourceFileLoader, "source_to_code", runner_module._compile_source)
+
+
+def test_a_source_file_is_compiled_once_per_text(tmp_path: Path, plain_compile: None):
+    compile_sources_once()
+    path = tmp_path / "settings_module.py"
+    loader = importlib.machinery.SourceFileLoader("settings_module", str(path))
+    first = loader.source_to_code(b"LIMIT = 1\n", str(path))
+    assert loader.source_to_code(b"LIMIT = 1\n", str(path)) is first
+    changed = loader.source_to_code(b"LIMIT = 2\n", str(path))  # an edited file compiles anew
+    namespace: dict[str, Any] = {}
+    exec(changed, namespace)
+    assert namespace["LIMIT"] == 2
+
+
+async def test_each_runs_sandbox_imports_the_workflow_afresh_from_code_compiled_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, plain_compile: None):
+    # no bytecode to read or write (PYTHONDONTWRITEBYTECODE, as deploy/Dockerfile sets): source is compiled
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    runner = workflow_runner()
+    first, second = (_instance(runner).globals_and_locals["__temporal_workflow_class"] for _ in range(2))
+    assert first is not second and first is not SessionWorkflow  # each run's sandbox has its own module
+    assert first.run.__code__ is second.run.__code__  # made from one compilation of the source
