@@ -35,10 +35,16 @@ def openai_client(gateway: str, **options) -> openai.OpenAI:
 
 
 def stored(gateway: str, session_id: str) -> list[dict]:
-    response = httpx.get(f"{gateway}/v1/sessions/{session_id}/items", params={"limit": 500},
-                         headers={"Authorization": f"Bearer {TOKEN}"})
-    response.raise_for_status()
-    return response.json()["items"]
+    """Every item stored in the session's main lane, in order (all pages)."""
+    items: list[dict] = []
+    while True:
+        response = httpx.get(f"{gateway}/v1/sessions/{session_id}/items", headers={"Authorization": f"Bearer {TOKEN}"},
+                             params={"limit": 500, "after_seq": items[-1]["seq"] if items else -1})
+        response.raise_for_status()
+        page = response.json()["items"]
+        items += page
+        if len(page) < 500:
+            return items
 
 
 def session_of(raw) -> str:

@@ -362,8 +362,13 @@ class ReportedUsage(BaseModel):
     price: ModelPrice | None = None
 
 
+# Items one append or step takes; a longer batch (a long conversation's first gateway call) goes
+# in several.
+MAX_ITEMS_PER_CALL = 100
+
+
 class AppendItemsRequest(BaseModel):
-    items: list[ExternalItem] = Field(min_length=1, max_length=100)
+    items: list[ExternalItem] = Field(min_length=1, max_length=MAX_ITEMS_PER_CALL)
     # Idempotency: the same key with the same digest answers the first call's result (across
     # continue-as-new too); with another digest it is refused. No digest: one of the items.
     key: str | None = Field(default=None, min_length=1, max_length=200)
@@ -418,7 +423,7 @@ class StepRequest(BaseModel):
     """One step of an external agent in one call: the items since its last request, then
     the next request. ``step_id`` makes it idempotent (like ``AppendItemsRequest.key``)."""
 
-    items: list[ExternalItem] = Field(default_factory=list, max_length=100)
+    items: list[ExternalItem] = Field(default_factory=list, max_length=MAX_ITEMS_PER_CALL)
     step_id: str | None = Field(default=None, min_length=1, max_length=200)
     digest: str | None = Field(default=None, max_length=128)
     usage: ReportedUsage | None = None

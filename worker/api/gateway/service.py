@@ -40,7 +40,13 @@ from worker.api.gateway.timing import CallTiming
 from worker.api.routes import open_session
 from workflows.context import ItemContent
 from workflows.contract.external_calls import json_digest
-from workflows.contract.session import PreparedRequest, StepRequest, StepResult
+from workflows.contract.session import (
+    MAX_ITEMS_PER_CALL,
+    AppendItemsRequest,
+    PreparedRequest,
+    StepRequest,
+    StepResult,
+)
 from workflows.contract.tools import RECALL_TOOL
 from workflows.session import SessionWorkflow
 
@@ -241,13 +247,20 @@ class Gateway:
         already (an answer stored from its row while the turns before it were not marked)."""
         first = len(chains) - len(turns)
         items: list[tuple[ItemIn, dict]] = []
+        positions: list[int] = []  # each item's turn (an answer carried with recall rounds is several)
         for n, turn in enumerate(turns):
             if skip and first + n in skip:
                 continue
             if carried is not None and first + n == carried.position:
-                items += answer_items(carried)
+                carried_items = answer_items(carried)
+                items += carried_items
+                positions += [first + n] * len(carried_items)
             elif turn.kind != "system" or n + first:
                 items.append((item_in(turn, chains[first + n]), turn.extras or {}))
+                positions.append(first + n)
+        while len(items) > MAX_ITEMS_PER_CALL:  # more than a step takes: the leading ones appended first
+            await self._append(sid, items[:MAX_ITEMS_PER_CALL], chains[positions[0]:positions[MAX_ITEMS_PER_CALL - 1] + 1])
+            items, positions = items[MAX_ITEMS_PER_CALL:], positions[MAX_ITEMS_PER_CALL:]
         if not items:  # everything is stored (a call sent again after its upstream failed): only the request
             result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
                                                       StepRequest())
@@ -261,6 +274,19 @@ class Gateway:
         result = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
                                       update_id=update_id("step", key, digest))
         return result.request, incoming.contents_by_id(result.item_ids)
+
+    async def _append(self, sid: str, items: list[tuple[ItemIn, dict]], chains: list[str]) -> None:
+        """Append ``items`` (turns whose chain digests are ``chains``) ahead of a step that takes
+        the rest, keyed by those turns: a retry of the call appends nothing twice, and items
+        stored by any earlier attempt are skipped by their chain digests."""
+        key = f"gwa-{hashlib.sha256((chains[0] + chains[-1]).encode()).hexdigest()[:48]}"
+        incoming = await external_items(self.be, sid, items, key)
+        if not incoming.items:
+            return
+        digest = json_digest([*chains, str(len(items))])
+        await self.be.update(sid, "append the conversation", SessionWorkflow.append_items,
+                             AppendItemsRequest(items=incoming.items, key=key, digest=digest),
+                             update_id=update_id("append", key, digest))
 
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
                       offers_recall: bool, model: str) -> Served:

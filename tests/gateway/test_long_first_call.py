@@ -1,0 +1,119 @@
+"""A conversation the gateway has not seen may arrive long: an agent that already ran for hours
+points its base URL at Lanes, or a resumed coding CLI sends its whole history. A step takes at
+most MAX_ITEMS_PER_CALL items, so the leading turns are appended first, keyed by the turns:
+the call is answered, every turn is stored once in order, the upstream request fits the budget,
+and a retry (after the upstream failed, or of the whole call) stores nothing twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+import openai
+import pytest
+
+from activities.tokens import count_message_tokens
+from tests.gateway.conftest import TOKEN
+from tests.gateway.test_gateway import model, openai_client, session_of, stored
+from tests.gateway.test_gateway_crash import _send_ignoring_errors, ready, start_api
+from tests.gateway.upstream import Scripted, ScriptedUpstream
+from worker.local.stack import free_port
+from worker.settings import Settings
+from workflows.contract.session import MAX_ITEMS_PER_CALL
+
+pytestmark = pytest.mark.timeout(240)
+
+BUDGET = 8_000
+
+
+def conversation(pairs: int) -> list[dict[str, Any]]:
+    tag = uuid.uuid4().hex[:8]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You keep the build log."}]
+    for n in range(pairs):
+        messages += [{"role": "user", "content": f"[{tag}] build {n} passed in {n % 97} s; log it."},
+                     {"role": "assistant", "content": f"Logged build {n}."}]
+    return messages + [{"role": "user", "content": f"[{tag}] Which builds took over 90 s?"}]
+
+
+def test_a_long_first_call_is_stored_once_in_order_and_answered_within_the_budget(
+        gateway: str, upstream: ScriptedUpstream):
+    name = model()
+    upstream.script(name, Scripted(status=503), Scripted(text="Builds 91 to 96."), Scripted(text="Noted."))
+    client = openai_client(gateway, timeout=180)
+    messages = conversation(130)  # 262 turns: appended in three batches before the step
+    assert len(messages) > 2 * MAX_ITEMS_PER_CALL
+    budget = {"X-Lanes-Budget-Tokens": str(BUDGET)}
+    with pytest.raises(openai.InternalServerError):  # the upstream failed after the turns were stored
+        client.chat.completions.create(model=name, messages=messages, extra_headers=budget)
+    raw = client.chat.completions.with_raw_response.create(model=name, messages=messages, extra_headers=budget)
+    assert raw.parse().choices[0].message.content == "Builds 91 to 96."
+    again = client.chat.completions.with_raw_response.create(model=name, messages=messages, extra_headers=budget)
+    assert again.parse().choices[0].message.content == "Builds 91 to 96."  # answered from the store
+    sid = session_of(raw)
+    assert session_of(again) == sid
+    expected = [(m["role"], m["content"]) for m in messages]  # kinds are the roles here
+    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [*expected, ("assistant", "Builds 91 to 96.")]
+
+    messages += [{"role": "assistant", "content": "Builds 91 to 96."}, {"role": "user", "content": "Log that."}]
+    follow = client.chat.completions.with_raw_response.create(model=name, messages=messages, extra_headers=budget)
+    assert follow.parse().choices[0].message.content == "Noted." and session_of(follow) == sid
+    items = stored(gateway, sid)
+    assert len(items) == len(messages) + 1 and items[-2:][0]["text"] == "Log that."
+    sent = upstream.of(name)
+    assert len(sent) == 3  # the failed call, the answered one, the follow-up; the copy was not sent
+    for request in sent:
+        assert sum(count_message_tokens(m, None) for m in request["messages"]) <= BUDGET
+    assert sent[1]["messages"][-1]["content"] == messages[-3]["content"]  # the question, whole
+
+
+def test_an_api_killed_between_the_batches_loses_and_repeats_nothing(gateway: str, gateway_settings: Settings,
+                                                                     upstream: ScriptedUpstream):
+    """The API process SIGKILLed once some of the leading batches are stored: the agent's retry,
+    to a restarted API, stores the rest once, in order, and is answered."""
+    name = model()
+    upstream.script(name, Scripted(text="Builds 91 to 96."))
+    messages = conversation(300)  # 602 turns: six batches, then the step
+    tag = messages[1]["content"][1:9]
+    body = {"model": name, "messages": messages}
+    headers = {"Authorization": f"Bearer {TOKEN}", "X-Lanes-Budget-Tokens": str(BUDGET)}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    api = start_api(gateway_settings, upstream, port)
+    try:
+        ready(base, api)
+        sending = threading.Thread(target=lambda: _send_ignoring_errors(base, body, headers), daemon=True)
+        sending.start()
+        deadline = time.monotonic() + 60
+        while (stored_users := asyncio.run(_users_stored(gateway_settings.database_url or "", tag))) == 0:
+            assert time.monotonic() < deadline, "no batch was ever stored"
+            time.sleep(0.02)
+        os.killpg(api.pid, signal.SIGKILL)
+        api.wait(10)
+        sending.join(30)
+        api = start_api(gateway_settings, upstream, port)
+        ready(base, api)
+        retry = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=180)
+        assert retry.status_code == 200, retry.text
+        items = stored(base, retry.headers["x-lanes-session"])
+        assert [(i["kind"], i["text"]) for i in items] == [*((m["role"], m["content"]) for m in messages),
+                                                          ("assistant", "Builds 91 to 96.")]
+        assert stored_users > 0  # killed with some stored (the retry found them)
+    finally:
+        if api.poll() is None:
+            os.killpg(api.pid, signal.SIGKILL)
+            api.wait(10)
+
+
+async def _users_stored(dsn: str, tag: str) -> int:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return await conn.fetchval("SELECT count(*) FROM items WHERE content->'content'->>'text' LIKE $1", f"[{tag}]%")
+    finally:
+        await conn.close()
