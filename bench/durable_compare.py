@@ -36,6 +36,7 @@ from _results import machine, sources_digest, update_block, write_json
 from durable_baseline import ACTIVITIES, BaselineInput, DurableBaselineAgent
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from recordings import Trajectory, load_trajectory
@@ -222,17 +223,20 @@ async def compare(args: argparse.Namespace, tmp: Path, stack: Stack) -> dict[str
     settings = Settings(temporal_address=stack.temporal_address, database_url=stack.dsn,
                         task_queue=f"lanes-{uuid.uuid4().hex[:6]}", data_dir=tmp / "data")
     client = await connect(settings)
+    # The hand-written agent as its engineer writes it: Temporal's pydantic converter, not Lanes'
+    # (whose codec compresses payloads over 64 KiB, which its whole-history payloads would gain from).
+    baseline_client = await Client.connect(stack.temporal_address, data_converter=pydantic_data_converter)
     baseline_queue = f"baseline-{uuid.uuid4().hex[:6]}"
     results: dict[str, list[dict[str, Any]]] = {agent: [] for agent in AGENTS}
     load = [machine()["load_average_1m"]]
     with model_server([path] + ([WARMUP_TRAJECTORY] if warmup else []), args.model_server) as root_url:
         stamps = Stamps(root_url)
         base_url = f"{root_url}/v1"
-        async with build_worker(client, settings), Worker(client, task_queue=baseline_queue,
+        async with build_worker(client, settings), Worker(baseline_client, task_queue=baseline_queue,
                                                            workflows=[DurableBaselineAgent], activities=ACTIVITIES):
             if warmup is not None:  # imports, encodings, connection pools: paid before anything is measured
                 await run_lanes(client, settings.task_queue, warmup, WARMUP_TRAJECTORY, base_url, args.budget)
-                await run_baseline(client, baseline_queue, warmup, WARMUP_TRAJECTORY, base_url)
+                await run_baseline(baseline_client, baseline_queue, warmup, WARMUP_TRAJECTORY, base_url)
                 await stamps.take()
             order = [agent for i in range(args.rounds) for agent in (AGENTS if i % 2 == 0 else AGENTS[::-1])
                      if args.only in (None, agent)]
@@ -242,10 +246,10 @@ async def compare(args: argparse.Namespace, tmp: Path, stack: Stack) -> dict[str
                     workflow_id, turns = await run_lanes(client, settings.task_queue, trajectory, path,
                                                          base_url, args.budget, agent == LANES_TOOL_ACTIVITY)
                 else:
-                    workflow_id, turns = await run_baseline(client, baseline_queue, trajectory, path, base_url)
+                    workflow_id, turns = await run_baseline(baseline_client, baseline_queue, trajectory, path, base_url)
                 elapsed = time.perf_counter() - started
                 gaps = await stamps.take()
-                history = await history_of(client, workflow_id)
+                history = await history_of(baseline_client if agent == BASELINE else client, workflow_id)
                 results[agent].append({"workflow_id": workflow_id, "turns": turns, "elapsed_s": round(elapsed, 2),
                                        "gaps_ms": [round(g, 2) for g in gaps], "history": history})
                 print(f"{agent}: {turns} turns in {elapsed:.1f} s, mean {statistics.fmean(gaps):.1f} ms/turn, "
