@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
-SHAPES = ("bare", "schedules", "local", "step")
+SHAPES = ("bare", "schedules", "local", "step", "activity")
 
 
 @activity.defn
@@ -27,8 +27,12 @@ class UpdateFloor:
     @workflow.update
     async def call(self, shape: str) -> str:
         """``bare``: returns; ``schedules``: schedules an activity, not waited for; ``local``: runs
-        a local activity; ``step``: both, as the gateway's step does."""
+        a local activity; ``step``: both, as the gateway's step does; ``activity``: runs an
+        activity and returns its result (a workflow task after an activity, as each model and
+        tool call of a hosted turn takes)."""
         answer = shape
+        if shape == "activity":
+            return await workflow.execute_activity(noop, shape, start_to_close_timeout=timedelta(seconds=10))
         if shape in ("local", "step"):
             answer = await workflow.execute_local_activity(noop, shape, start_to_close_timeout=timedelta(seconds=10))
         if shape in ("schedules", "step"):

@@ -12,7 +12,9 @@ workflow runner, and a workflow whose updates do no work of their own, in four s
 - ``bare``: the update returns;
 - ``schedules``: it schedules one activity (a no-op) and returns without waiting for it;
 - ``local``: it runs one local activity (a no-op) and returns its result;
-- ``step``: a local activity, then one activity scheduled: the gateway step's shape.
+- ``step``: a local activity, then one activity scheduled: the gateway step's shape;
+- ``activity``: an activity run and waited for, so the answer comes from a workflow task that
+  follows the activity's completion: the path each model and tool call of a hosted turn takes.
 
 Each shape is called ``--calls`` times from a client in this process, ``--pause-ms`` apart (an
 agent's own time between calls; 0: back to back), alternating shapes call by call so the load
@@ -111,7 +113,10 @@ product's converter and runner, the client in the driver. Milliseconds per updat
 
 `step` is the gateway step's shape (a local activity measures the turns, their writes are
 scheduled with the answer): the gateway bench's `step` phase less this is what the engine, the
-store and the payloads cost. Cannot see: a Temporal cluster, larger payloads, long histories.
+store and the payloads cost. `activity` waits for an activity and the workflow task after it,
+as each model and tool call of a hosted turn does (the dev server runs with
+`history.transferProcessorMaxPollRPS=1000`, `worker/local/stack.py`). Cannot see: a Temporal
+cluster, larger payloads, long histories.
 """
 
 
