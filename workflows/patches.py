@@ -11,6 +11,10 @@ so on replay the question answers no and each patch is asked as it was (their ow
 Outside replay both ways answer yes, so a run that began on older code and goes on here decides
 nothing differently. Patch ids must be asked only through :func:`patched`: a settled id asked
 with ``workflow.patched`` directly would find no marker of its own in a run that settled it.
+The marker is recorded where a run first asks a settled id (``SessionWorkflow.run``'s engine
+options; a child lane's, after its start): moving that first question to another place moves
+the marker among the commands, which recorded runs would not replay. A run that recorded it
+cannot be replayed by a build older than this module (deploy/README.md, rollback).
 Patches added later are asked on their own until a later generation settles them: a new entry
 at the end of ``SETTLED``, whose set holds the previous one's and the new ids. The newest marker
 is asked first, so a new run records only it, and a run recorded under an earlier marker finds

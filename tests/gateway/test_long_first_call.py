@@ -117,3 +117,21 @@ async def _users_stored(dsn: str, tag: str) -> int:
         return await conn.fetchval("SELECT count(*) FROM items WHERE content->'content'->>'text' LIKE $1", f"[{tag}]%")
     finally:
         await conn.close()
+
+
+def test_an_answer_followed_by_many_turns_is_counted_once(gateway: str, upstream: ScriptedUpstream):
+    """The previous answer, sent back with more turns after it than a step takes (it may ride in
+    a leading batch): stored once, its provider usage counted once."""
+    name = model()
+    upstream.script(name, Scripted(text="Ready."), Scripted(text="Builds 91 to 96."))
+    client = openai_client(gateway, timeout=180)
+    messages: list[Any] = [{"role": "user", "content": f"Keep the build log {uuid.uuid4().hex[:8]}."}]
+    first = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    messages += [{"role": "assistant", "content": "Ready."}, *conversation(70)[1:]]
+    second = client.chat.completions.with_raw_response.create(model=name, messages=messages)
+    sid = session_of(first)
+    assert session_of(second) == sid and second.parse().choices[0].message.content == "Builds 91 to 96."
+    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
+        *((m["role"], m["content"]) for m in messages), ("assistant", "Builds 91 to 96.")]
+    status = httpx.get(f"{gateway}/v1/sessions/{sid}/status", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    assert status["usage"]["calls"] == 2

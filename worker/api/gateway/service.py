@@ -44,6 +44,7 @@ from workflows.contract.session import (
     MAX_ITEMS_PER_CALL,
     AppendItemsRequest,
     PreparedRequest,
+    ReportedUsage,
     StepRequest,
     StepResult,
 )
@@ -258,9 +259,15 @@ class Gateway:
             elif turn.kind != "system" or n + first:
                 items.append((item_in(turn, chains[first + n]), turn.extras or {}))
                 positions.append(first + n)
+        usage = answer_usage(self.be, carried) if carried is not None else None
         while len(items) > MAX_ITEMS_PER_CALL:  # more than a step takes: the leading ones appended first
-            await self._append(sid, items[:MAX_ITEMS_PER_CALL], chains[positions[0]:positions[MAX_ITEMS_PER_CALL - 1] + 1])
-            items, positions = items[MAX_ITEMS_PER_CALL:], positions[MAX_ITEMS_PER_CALL:]
+            head, rest = positions[:MAX_ITEMS_PER_CALL], positions[MAX_ITEMS_PER_CALL:]
+            # the carried answer's usage goes with the batch that stores its last item (a row found
+            # stored later is marked without another update, so it must not wait for the step)
+            carries = carried is not None and carried.position in head and carried.position not in rest
+            await self._append(sid, items[:MAX_ITEMS_PER_CALL], chains[head[0]:head[-1] + 1], usage if carries else None)
+            usage = None if carries else usage
+            items, positions = items[MAX_ITEMS_PER_CALL:], rest
         if not items:  # everything is stored (a call sent again after its upstream failed): only the request
             result: StepResult = await self.be.update(sid, "prepare the request", SessionWorkflow.step,
                                                       StepRequest())
@@ -269,13 +276,13 @@ class Gateway:
         key = f"gw-{hashlib.sha256((batch[0] + batch[-1]).encode()).hexdigest()[:48]}"
         incoming = await external_items(self.be, sid, items, key)
         digest = json_digest(batch)
-        usage = answer_usage(self.be, carried) if carried is not None else None
         request = StepRequest(items=incoming.items, step_id=key, digest=digest, usage=usage, write_behind=True)
         result = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
                                       update_id=update_id("step", key, digest))
         return result.request, incoming.contents_by_id(result.item_ids)
 
-    async def _append(self, sid: str, items: list[tuple[ItemIn, dict]], chains: list[str]) -> None:
+    async def _append(self, sid: str, items: list[tuple[ItemIn, dict]], chains: list[str],
+                      usage: ReportedUsage | None) -> None:
         """Append ``items`` (turns whose chain digests are ``chains``) ahead of a step that takes
         the rest, keyed by those turns: a retry of the call appends nothing twice, and items
         stored by any earlier attempt are skipped by their chain digests."""
@@ -285,7 +292,7 @@ class Gateway:
             return
         digest = json_digest([*chains, str(len(items))])
         await self.be.update(sid, "append the conversation", SessionWorkflow.append_items,
-                             AppendItemsRequest(items=incoming.items, key=key, digest=digest),
+                             AppendItemsRequest(items=incoming.items, key=key, digest=digest, usage=usage),
                              update_id=update_id("append", key, digest))
 
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
