@@ -115,7 +115,7 @@ product's converter and runner, the client in the driver. Milliseconds per updat
 scheduled with the answer): the gateway bench's `step` phase less this is what the engine, the
 store and the payloads cost. `activity` waits for an activity and the workflow task after it,
 as each model and tool call of a hosted turn does (the dev server runs with
-`history.transferProcessorMaxPollRPS=1000`, `worker/local/stack.py`). Cannot see: a Temporal
+`history.transferProcessorMaxPollRPS=100`, `worker/local/stack.py`). Cannot see: a Temporal
 cluster, larger payloads, long histories.
 """
 

@@ -376,10 +376,12 @@ SQLITE_PRAGMAS = ("--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "syn
 # The history service reads a shard's transfer tasks (a workflow task after an activity
 # completes, an activity to dispatch) at most 20 times a second by default, so a session's next
 # workflow task waited up to 50 ms after each activity: a workflow looping over a no-op activity
-# took 41-50 ms an iteration on this machine, its workflow tasks queued 36 ms at the median; 17 ms
-# and 2.4 ms with this. The reader still polls only when told of new tasks. deploy/temporal/
-# dynamicconfig.yaml sets the same for the compose server.
-DYNAMIC_CONFIG = ("--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000")
+# took 41-50 ms an iteration on this machine, its workflow tasks queued 36 ms at the median; 12 ms
+# and 2 ms at 100 reads a second (17 ms at 1000). The reader still reads only when told of new
+# tasks; a saturated server reads smaller batches: 128 sessions at once on 2 cores ran 4-8 %
+# fewer turns a second than at 20, in one pair of runs (bench/results/README.md, scale).
+# deploy/temporal/dynamicconfig.yaml sets the same for the compose server.
+DYNAMIC_CONFIG = ("--dynamic-config-value", "history.transferProcessorMaxPollRPS=100")
 
 
 def start_temporal(data_dir: Path, port: int | None = None, *, namespace: str = "default",
