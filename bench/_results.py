@@ -69,3 +69,14 @@ def update_block(name: str, body: str) -> Path:
         text = f"{text.rstrip()}\n\n{block}\n"
     RESULTS_README.write_text(text, encoding="utf-8")
     return RESULTS_README
+
+
+def publish(result: dict, out: Path | None, json_name: str, block_name: str, block: str) -> None:
+    """A driver's result: to ``out`` only when given (a look, not the committed figures), else
+    to ``results/<json_name>`` and its README block; the block printed either way."""
+    if out is not None:
+        out.write_text(json.dumps(result, indent=1) + "\n")
+    else:
+        write_json(json_name, result)
+        update_block(block_name, block)
+    print(block)

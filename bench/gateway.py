@@ -438,12 +438,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lanes-gateway-") as tmp, Stack(Path(tmp)) as stack:
         result = asyncio.run(run(args, stack, Path(tmp)))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    else:
-        _results.write_json("gateway.json", result)
-        _results.update_block("gateway", readme_block(result))
-    print(readme_block(result))
+    _results.publish(result, args.out, "gateway.json", "gateway", readme_block(result))
 
 
 def readme_block(result: dict[str, Any]) -> str:

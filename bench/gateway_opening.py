@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import tempfile
 import uuid
@@ -136,12 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lanes-opening-") as tmp, Stack(Path(tmp)) as stack:
         result = asyncio.run(run(args, stack, Path(tmp)))
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
-    else:
-        _results.write_json("gateway_opening.json", result)
-        _results.update_block("gateway-opening", readme_block(result))
-    print(readme_block(result))
+    _results.publish(result, args.out, "gateway_opening.json", "gateway-opening", readme_block(result))
 
 
 if __name__ == "__main__":

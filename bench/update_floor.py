@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import sys
@@ -130,12 +129,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write the result here only (not the committed results)")
     args = parser.parse_args()
     result = run(args)
-    if args.out:
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-    else:
-        _results.write_json("update_floor.json", result)
-        _results.update_block("update-floor", readme_block(result))
-    print(readme_block(result))
+    _results.publish(result, args.out, "update_floor.json", "update-floor", readme_block(result))
 
 
 if __name__ == "__main__":

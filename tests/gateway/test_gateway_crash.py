@@ -48,6 +48,36 @@ def ready(base: str, proc: subprocess.Popen, path: str = "/readyz", seconds: flo
         time.sleep(0.2)
 
 
+def cut_and_restarted(settings: Settings, upstream: ScriptedUpstream, port: int, body: dict, headers: dict,
+                      cut_when: Callable[[], bool], moment: str,
+                      after_kill: Callable[[], None] = lambda: None) -> subprocess.Popen:
+    """An API process on ``port`` sent ``body``, SIGKILLed as soon as ``cut_when()`` holds
+    (``moment`` names it, for a failure); ``after_kill`` runs then. Returns a restarted API on
+    the same port, ready (the caller stops it)."""
+    base = f"http://127.0.0.1:{port}"
+    api = start_api(settings, upstream, port)
+    try:
+        ready(base, api)
+        sending = threading.Thread(target=lambda: _send_ignoring_errors(base, body, headers), daemon=True)
+        sending.start()
+        deadline = time.monotonic() + 60
+        while not cut_when():
+            assert time.monotonic() < deadline, f"{moment} never came"
+            time.sleep(0.02)
+    finally:
+        os.killpg(api.pid, signal.SIGKILL)
+        api.wait(10)
+        after_kill()
+    sending.join(30)
+    api = start_api(settings, upstream, port)
+    try:
+        ready(base, api)
+    except BaseException:
+        os.killpg(api.pid, signal.SIGKILL)
+        raise
+    return api
+
+
 def test_a_call_cut_by_an_api_kill_is_stored_once_when_retried(gateway: str, gateway_settings: Settings,
                                                                upstream: ScriptedUpstream):
     name = f"crash-{uuid.uuid4().hex[:8]}"
@@ -58,21 +88,11 @@ def test_a_call_cut_by_an_api_kill_is_stored_once_when_retried(gateway: str, gat
     body = {"model": name, "messages": [{"role": "system", "content": "You survive crashes."},
                                         {"role": "user", "content": f"question {uuid.uuid4().hex}"}]}
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    api = start_api(gateway_settings, upstream, port)
+    api = None
     try:
-        ready(base, api)
-        sending = threading.Thread(target=lambda: _send_ignoring_errors(base, body, headers), daemon=True)
-        sending.start()
-        deadline = time.monotonic() + 60
-        while not upstream.of(name):  # the turn is stored and the upstream is answering: kill the API
-            assert time.monotonic() < deadline, "the call never reached the upstream"
-            time.sleep(0.05)
-        os.killpg(api.pid, signal.SIGKILL)
-        api.wait(10)
-        held.set()
-        sending.join(30)
-        api = start_api(gateway_settings, upstream, port)
-        ready(base, api)
+        # the turn is stored and the upstream is answering: kill the API
+        api = cut_and_restarted(gateway_settings, upstream, port, body, headers, lambda: bool(upstream.of(name)),
+                                "the call reaching the upstream", after_kill=held.set)
         retry = httpx.post(f"{base}/gateway/openai/v1/chat/completions", json=body, headers=headers, timeout=60)
         assert retry.status_code == 200, retry.text
         assert retry.json()["choices"][0]["message"]["content"] == "the answer"
@@ -82,7 +102,7 @@ def test_a_call_cut_by_an_api_kill_is_stored_once_when_retried(gateway: str, gat
         assert len(upstream.of(name)) == 2  # at least once upstream: the cut call was sent again
     finally:
         held.set()
-        if api.poll() is None:
+        if api is not None and api.poll() is None:
             os.killpg(api.pid, signal.SIGKILL)
             api.wait(10)
 
