@@ -228,18 +228,25 @@ def pct(values: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2) if ordered else 0.0
 
 
-async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, Any]:
-    upstream = RecordedUpstream()
+async def gateway_stack(stack: Stack, tmp: Path, upstream: RecordedUpstream, queue: str) -> tuple[Any, int, int]:
+    """``upstream`` served, then a worker and the API spawned (each a process of its own, on task
+    queue ``queue``-<random>) and ready: (the upstream's server, its port, the API's port)."""
     up_server, up_port = serve(upstream.app)
     api_port = free_port()
-    env = {"LANES_TASK_QUEUE": f"bench-gw-{uuid.uuid4().hex[:6]}", "LANES_DATA_DIR": str(tmp / "data"),
+    env = {"LANES_TASK_QUEUE": f"{queue}-{uuid.uuid4().hex[:6]}", "LANES_DATA_DIR": str(tmp / "data"),
            "LANES_API_HOST": "127.0.0.1", "LANES_API_PORT": str(api_port), "LANES_API_TOKENS": f"{TENANT}:{TOKEN}",
            "LANES_GATEWAY_OPENAI_BASE_URL": f"http://127.0.0.1:{up_port}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-bench"}
     stack.spawn("worker", [sys.executable, "-m", "worker.worker"], env)
     stack.spawn("api", [sys.executable, "-m", "worker.api.main", "--log-level", "warning"], env)
+    await ready(f"http://127.0.0.1:{api_port}/readyz")
+    return up_server, up_port, api_port
+
+
+async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, Any]:
+    upstream = RecordedUpstream()
+    up_server, up_port, api_port = await gateway_stack(stack, tmp, upstream, "bench-gw")
     gateway_url = f"http://127.0.0.1:{api_port}/gateway/openai/v1/chat/completions"
     direct_url = f"http://127.0.0.1:{up_port}/v1/chat/completions"
-    await ready(f"http://127.0.0.1:{api_port}/readyz")
     trajectories = [t for t in iter_trajectories([args.root]) if t.turns]
     trajectories = trajectories[:: max(1, len(trajectories) // args.files)][: args.files]
     per_file: list[dict[str, Any]] = []

@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import _results
 import httpx
-from gateway import TENANT, TOKEN, RecordedUpstream, answer_of, followers, pct, phase_p50, ready, serve
+from gateway import TOKEN, RecordedUpstream, answer_of, followers, gateway_stack, pct, phase_p50
 
 from recordings import DEFAULT_TRAJECTORY_ROOT, iter_trajectories
 from worker.api.gateway.timing import parse_header
-from worker.local.stack import Stack, free_port
+from worker.local.stack import Stack
 
 
 async def call(http: httpx.AsyncClient, url: str, model: str, messages: list[dict[str, Any]]) -> tuple[float, dict]:
@@ -54,16 +52,9 @@ async def call(http: httpx.AsyncClient, url: str, model: str, messages: list[dic
 
 async def run(args: argparse.Namespace, stack: Stack, tmp: Path) -> dict[str, Any]:
     upstream = RecordedUpstream()
-    up_server, up_port = serve(upstream.app)
-    api_port = free_port()
-    env = {"LANES_TASK_QUEUE": f"bench-open-{uuid.uuid4().hex[:6]}", "LANES_DATA_DIR": str(tmp / "data"),
-           "LANES_API_HOST": "127.0.0.1", "LANES_API_PORT": str(api_port), "LANES_API_TOKENS": f"{TENANT}:{TOKEN}",
-           "LANES_GATEWAY_OPENAI_BASE_URL": f"http://127.0.0.1:{up_port}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-bench"}
-    stack.spawn("worker", [sys.executable, "-m", "worker.worker"], env)
-    stack.spawn("api", [sys.executable, "-m", "worker.api.main", "--log-level", "warning"], env)
+    up_server, up_port, api_port = await gateway_stack(stack, tmp, upstream, "bench-open")
     urls = {"gateway": f"http://127.0.0.1:{api_port}/gateway/openai/v1/chat/completions",
             "direct": f"http://127.0.0.1:{up_port}/v1/chat/completions"}
-    await ready(f"http://127.0.0.1:{api_port}/readyz")
     recordings = [t for t in iter_trajectories([args.root]) if len(t.turns) >= 2 and t.system]
     times: dict[str, list[float]] = {f"{route} {which}": [] for route in urls for which in ("opening", "second")}
     phases: dict[str, list[dict[str, float]]] = {"opening": [], "second": []}
