@@ -273,7 +273,7 @@ class Gateway:
                                                       StepRequest())
             return result.request, {}
         batch = chains[first:]
-        key = f"gw-{hashlib.sha256((batch[0] + batch[-1]).encode()).hexdigest()[:48]}"
+        key = _turns_key("gw", batch)
         incoming = await external_items(self.be, sid, items, key)
         digest = json_digest(batch)
         request = StepRequest(items=incoming.items, step_id=key, digest=digest, usage=usage, write_behind=True)
@@ -286,7 +286,7 @@ class Gateway:
         """Append ``items`` (turns whose chain digests are ``chains``) ahead of a step that takes
         the rest, keyed by those turns: a retry of the call appends nothing twice, and items
         stored by any earlier attempt are skipped by their chain digests."""
-        key = f"gwa-{hashlib.sha256((chains[0] + chains[-1]).encode()).hexdigest()[:48]}"
+        key = _turns_key("gwa", chains)
         incoming = await external_items(self.be, sid, items, key)
         if not incoming.items:
             return
@@ -364,6 +364,11 @@ def _answer_items(answers: list[Answer], recalled: dict[str, str]) -> list[list[
                           tool_name=RECALL_TOOL).model_dump(mode="json"), {}]
                   for call in made.turn.tool_calls if call.id in recalled]
     return items
+
+
+def _turns_key(kind: str, chains: list[str]) -> str:
+    """The key of a step or append that stores the turns whose chain digests are ``chains``."""
+    return f"{kind}-{hashlib.sha256((chains[0] + chains[-1]).encode()).hexdigest()[:48]}"
 
 
 async def _held(table: GatewayTurns, sid: str, chains: list[str], held: int | None) -> tuple[int, list[GatewayTurn]]:
