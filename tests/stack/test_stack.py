@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.store import Store
 from activities.store_errors import StoreUnavailable
@@ -58,8 +59,17 @@ def wait_until(predicate, timeout: float = 15.0) -> bool:
 
 
 async def test_session_temporal_client(temporal_client: Client) -> None:
-    info = await temporal_client.workflow_service.describe_namespace(
-        DescribeNamespaceRequest(namespace=temporal_client.namespace))
+    request = DescribeNamespaceRequest(namespace=temporal_client.namespace)
+    try:
+        info = await temporal_client.workflow_service.describe_namespace(request, retry=True)
+    except RPCError as error:
+        # The session's client may have sat idle for minutes: the server closes a connection idle
+        # for 2 minutes (frontend.keepAliveMaxConnectionIdle), a call racing that close is
+        # CANCELLED, and the SDK's retry does not cover CANCELLED (the API treats it as
+        # unsettled and retries too, worker/api/backend.py). A second call reconnects.
+        if error.status != RPCStatusCode.CANCELLED:
+            raise
+        info = await temporal_client.workflow_service.describe_namespace(request, retry=True)
     assert info.namespace_info.name == temporal_client.namespace
 
 
