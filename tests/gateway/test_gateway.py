@@ -303,21 +303,26 @@ def test_a_tenant_with_its_own_upstream_key_is_sent_with_it(gateway: str, upstre
     assert keys == ["Bearer sk-tenant-b-own", "Bearer sk-upstream-secret"]
 
 
+@pytest.mark.parametrize("system", [None, "You answer briefly."])
 def test_the_same_call_at_once_and_after_an_upstream_failure_stores_each_turn_once(gateway: str,
-                                                                                  upstream: ScriptedUpstream):
+                                                                                  upstream: ScriptedUpstream,
+                                                                                  system: str | None):
     """Five copies of one call at once (an agent's retries racing its first attempt), then a call
-    whose upstream failed, sent again: the turns are stored once, every copy gets the one answer."""
+    whose upstream failed, sent again: the turns are stored once, every copy gets the one answer.
+    With a system prompt, the copies that did not open the session may read its row unmarked."""
     name = model()
     upstream.script(name, *[Scripted(text="the answer")] * 5)
     client = openai_client(gateway, timeout=120)
-    messages: list[Any] = [{"role": "user", "content": f"at once {uuid.uuid4().hex}"}]
+    messages: list[Any] = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": f"at once {uuid.uuid4().hex}"})
     with ThreadPoolExecutor(5) as pool:
         raws = list(pool.map(lambda _: client.chat.completions.with_raw_response.create(model=name, messages=messages),
                              range(5)))
     assert {session_of(r) for r in raws} == {session_of(raws[0])}
     assert {r.parse().choices[0].message.content for r in raws} == {"the answer"}
     sid = session_of(raws[0])
-    assert [i["kind"] for i in stored(gateway, sid)] == ["user", "assistant"]  # once, whoever answered first
+    lead = ["system"] if system else []
+    assert [i["kind"] for i in stored(gateway, sid)] == [*lead, "user", "assistant"]  # once, whoever answered first
 
     upstream.scripts[name] = [Scripted(status=503), Scripted(text="after the failure")]
     messages += [{"role": "assistant", "content": "the answer"}, {"role": "user", "content": "and then?"}]
@@ -326,7 +331,8 @@ def test_the_same_call_at_once_and_after_an_upstream_failure_stores_each_turn_on
     again = client.chat.completions.with_raw_response.create(model=name, messages=messages)
     assert again.parse().choices[0].message.content == "after the failure" and session_of(again) == sid
     assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
-        ("user", messages[0]["content"]), ("assistant", "the answer"), ("user", "and then?"),
+        *((m["role"], m["content"]) for m in messages[:-3]),
+        ("user", messages[-3]["content"]), ("assistant", "the answer"), ("user", "and then?"),
         ("assistant", "after the failure")]
 
 

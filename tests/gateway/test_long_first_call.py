@@ -125,3 +125,36 @@ def test_an_answer_followed_by_many_turns_is_counted_once(gateway: str, upstream
         *((m["role"], m["content"]) for m in messages), ("assistant", "Builds 91 to 96.")]
     status = httpx.get(f"{gateway}/v1/sessions/{sid}/status", headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert status["usage"]["calls"] == 2
+
+
+def test_copies_of_a_long_call_at_once_store_each_turn_once(gateway: str, upstream: ScriptedUpstream):
+    """Five copies at once of a first call longer than two steps take, then five copies of a long
+    second call (an agent's retries racing its first attempt): the copies race through the same
+    keyed batches, every copy gets the one answer, each turn is stored once, in order."""
+    name = model()
+    upstream.script(name, *[Scripted(text="Builds 91 to 96.")] * 5, *[Scripted(text="Logged.")] * 5)
+    budget = {"X-Lanes-Budget-Tokens": str(BUDGET)}
+    messages = conversation(110)  # 222 turns: two batches, then the step
+
+    async def copies() -> list[Any]:
+        client = openai.AsyncOpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0,
+                                    timeout=180)
+        async with client:
+            return await asyncio.gather(*(client.chat.completions.with_raw_response.create(
+                model=name, messages=messages, extra_headers=budget) for _ in range(5)))
+
+    first = asyncio.run(copies())
+    sid = session_of(first[0])
+    assert {session_of(r) for r in first} == {sid}
+    assert {r.parse().choices[0].message.content for r in first} == {"Builds 91 to 96."}
+    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
+        *((m["role"], m["content"]) for m in messages), ("assistant", "Builds 91 to 96.")]
+
+    messages += [{"role": "assistant", "content": "Builds 91 to 96."}, *conversation(60)[1:]]  # 122 new turns
+    second = asyncio.run(copies())
+    assert {session_of(r) for r in second} == {sid}
+    assert {r.parse().choices[0].message.content for r in second} == {"Logged."}
+    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
+        *((m["role"], m["content"]) for m in messages), ("assistant", "Logged.")]
+    for request in upstream.of(name):
+        assert sum(count_message_tokens(m, None) for m in request["messages"]) <= BUDGET

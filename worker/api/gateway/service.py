@@ -151,7 +151,12 @@ class Gateway:
                 if error.code not in ENDED:
                     raise
                 break  # the session takes no more: the step moves the whole conversation to a new one
-        first = min((p for p, row in rows.items() if p < len(chains) and not row.stored), default=len(chains))
+        # the system prompt is stored by the session's start, never by a step; a copy of the call
+        # that opened the session may read its row before it is marked, and must still take the
+        # same step (its key derives from the turns from ``first`` on)
+        first = min((p for p, row in rows.items()
+                     if p < len(chains) and not row.stored and not (p == 0 and conversation.system)),
+                    default=len(chains))
         self.timing.lap("find")
         try:
             prepared, contents = await self._step(sid, conversation.turns[first:], chains, carried,
