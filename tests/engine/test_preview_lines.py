@@ -116,3 +116,24 @@ def test_a_line_the_head_or_the_tail_cuts_is_never_shown_as_a_line():
     start, end = text.index("first_cut_name"), text.index("\noutro")
     assert omitted_lines(text, start, end, 500) == ["first_cut_name continues_here", "whole_line_name",
                                                     "last_cut_name and_more_after"]
+
+
+def test_chosen_lines_are_kept_per_text_not_per_shape(monkeypatch):
+    """A preview rendered again is read from the cache; another text of the same length and
+    the same cut gets its own lines (the cache is keyed by the text's digest)."""
+    from workflows.context import preview
+
+    monkeypatch.setattr(preview, "_CHOSEN", {})  # what this test caches goes with it
+
+    def text(word: str) -> str:
+        return "head line\n" + "\n".join(f"{word}_{n} = call_{word}({n})" for n in range(40)) + "\ntail line"
+
+    one, two = text("alpha"), text("gamma")
+    assert len(one) == len(two)
+    start, end = 10, len(one) - 10
+    first = omitted_lines(one, start, end, 300)
+    assert first and all("alpha_" in line for line in first)
+    chosen = []
+    monkeypatch.setattr(preview, "_choose", lambda *args: chosen.append(args) or ["recomputed"])
+    assert omitted_lines(one, start, end, 300) == first  # from the cache: not chosen again
+    assert omitted_lines(two, start, end, 300) == ["recomputed"] and len(chosen) == 1
