@@ -395,6 +395,7 @@ async def long_conversation(http: httpx.AsyncClient, url: str, upstream: Recorde
     headers = {"Authorization": f"Bearer {TOKEN}", "X-Lanes-Budget-Tokens": str(budget)}
     times: list[float] = []
     sizes: list[int] = []
+    phases: list[dict[str, float]] = []  # each answer's Server-Timing: where the growth goes
     sessions: set[str | None] = set()
     error: str | None = None
     started = time.perf_counter()
@@ -409,7 +410,8 @@ async def long_conversation(http: httpx.AsyncClient, url: str, upstream: Recorde
                 "last_body_bytes": sizes[-1] if sizes else 0,
                 "largest_upstream_request_tokens": max(sent, default=0),
                 "over_budget_requests": sum(t > budget for t in sent),
-                "ms_by_thousand": [pct(times[k:k + 1000], 0.5) for k in range(0, len(times), 1000)]}
+                "ms_by_thousand": [pct(times[k:k + 1000], 0.5) for k in range(0, len(times), 1000)],
+                "phases_by_thousand": [phase_p50(phases[k:k + 1000]) for k in range(0, len(phases), 1000)]}
 
     for n in range(calls):
         messages.append({"role": "user", "content": f"Entry {n}: the build of commit {n:05d} passed in {n % 97} s."})
@@ -423,6 +425,8 @@ async def long_conversation(http: httpx.AsyncClient, url: str, upstream: Recorde
             error = f"call {n}: HTTP {response.status_code}: {response.text[:300]}"
             break
         sessions.add(response.headers.get("x-lanes-session"))
+        if "server-timing" in response.headers:
+            phases.append(parse_header(response.headers["server-timing"]))
         messages.append({"role": "assistant", "content": response.json()["choices"][0]["message"]["content"]})
         if progress is not None and (n + 1) % 250 == 0:
             progress.write_text(json.dumps(summary(), indent=1) + "\n")

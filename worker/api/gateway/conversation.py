@@ -39,9 +39,12 @@ class Call:
     arguments: str
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Turn:
-    """One message of the conversation, as the session stores it (``ExternalItem`` fields)."""
+    """One message of the conversation, as the session stores it (``ExternalItem`` fields).
+    Not changed once parsed. Not frozen: a call parses every message of its conversation, and a
+    frozen dataclass's ``__init__`` (a guarded ``object.__setattr__`` per field) took 1 us of the
+    2 us a message cost in the parser, 20 ms of a call carrying 20,000 messages."""
 
     kind: str  # system / user / assistant / tool_result
     text: str = ""

@@ -56,29 +56,34 @@ def _turns(messages: list[Any]) -> list[Turn]:
     turns: list[Turn] = []
     names: dict[str, str] = {}  # tool call id -> tool name
     for n, message in enumerate(messages):
-        where = f"messages[{n}]"
         if not isinstance(message, dict):
-            raise GatewayInputError(f"{where}: must be an object")
+            raise GatewayInputError(f"messages[{n}]: must be an object")
         role = message.get("role")
-        text, images = text_and_images(message.get("content"), f"{where}.content", images=role == "user")
-        if role in ("system", "developer"):
+        content = message.get("content")
+        if type(content) is str:  # most messages: read without building the names an error would give
+            text, images = content, []
+        else:
+            text, images = text_and_images(content, f"messages[{n}].content", images=role == "user")
+        if role == "user":
+            turns.append(Turn("user", text, extras={"images": images} if images else None))
+        elif role == "assistant":
+            listed = message.get("tool_calls")
+            calls = tuple(_call(c, f"messages[{n}].tool_calls[{i}]") for i, c in enumerate(listed)) if listed else ()
+            names.update({c.id: c.name for c in calls})
+            turns.append(Turn("assistant", text, tool_calls=calls))
+        elif role in ("system", "developer"):
             if turns and turns[-1].kind == "system" and len(turns) == 1:  # several at the start: one prompt
                 turns[-1] = Turn("system", turns[-1].text + "\n\n" + text)
             else:
                 turns.append(Turn("system", text))
-        elif role == "user":
-            turns.append(Turn("user", text, extras={"images": images} if images else None))
-        elif role == "assistant":
-            calls = tuple(_call(c, f"{where}.tool_calls[{i}]") for i, c in enumerate(message.get("tool_calls") or ()))
-            names.update({c.id: c.name for c in calls})
-            turns.append(Turn("assistant", text, tool_calls=calls))
         elif role == "tool":
             call_id = message.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
-                raise GatewayInputError(f"{where}.tool_call_id: required for a tool message")
+                raise GatewayInputError(f"messages[{n}].tool_call_id: required for a tool message")
             turns.append(Turn("tool_result", text, tool_call_id=call_id, tool_name=names.get(call_id)))
         else:
-            raise GatewayInputError(f"{where}.role: {role!r} is not one of system, developer, user, assistant, tool")
+            raise GatewayInputError(f"messages[{n}].role: {role!r} is not one of system, developer, user, assistant, "
+                                    "tool")
     return turns
 
 
