@@ -133,7 +133,12 @@ def test_chosen_lines_are_kept_per_text_not_per_shape(monkeypatch):
     start, end = 10, len(one) - 10
     first = omitted_lines(one, start, end, 300)
     assert first and all("alpha_" in line for line in first)
-    chosen = []
-    monkeypatch.setattr(preview, "_choose", lambda *args: chosen.append(args) or ["recomputed"])
+    chosen: list[tuple] = []
+
+    def choose(*args: object) -> list[str]:
+        chosen.append(args)
+        return ["recomputed"]
+
+    monkeypatch.setattr(preview, "_choose", choose)
     assert omitted_lines(one, start, end, 300) == first  # from the cache: not chosen again
     assert omitted_lines(two, start, end, 300) == ["recomputed"] and len(chosen) == 1

@@ -60,8 +60,9 @@ def _turns(messages: list[Any]) -> list[Turn]:
             raise GatewayInputError(f"messages[{n}]: must be an object")
         role = message.get("role")
         content = message.get("content")
+        images: list[dict[str, Any]] = []
         if type(content) is str:  # most messages: read without building the names an error would give
-            text, images = content, []
+            text = content
         else:
             text, images = text_and_images(content, f"messages[{n}].content", images=role == "user")
         if role == "user":
