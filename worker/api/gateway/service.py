@@ -60,6 +60,8 @@ PLACEHOLDER = "observation://"
 # appends the answer with its own turns (one workflow update for both; agents whose tools are
 # quick, as coding agents' file reads are, call again within it)
 CARRY_SECONDS = 1.0
+# A call whose turns a copy of it stored first is served again (see Gateway.serve)
+RACE_ATTEMPTS, RACE_PAUSE = 4, 0.05
 
 
 class Upstream(Protocol):
@@ -104,8 +106,25 @@ class Gateway:
                     upstream: Upstream, session_header: str | None, budget: int | None,
                     stream: bool = False) -> Served:
         """``stream``: forward the upstream's events as they come, unless the gateway may have to
-        answer recall calls first (then the answer is streamed whole once it is final)."""
+        answer recall calls first (then the answer is streamed whole once it is final).
+
+        Copies of one call at once (an agent's retry racing its first attempt, on this API
+        process or another) may store the same turns or answer in two updates; the session
+        refuses the second before it writes anything (its items' ids are taken), and the call
+        is served again from what the first stored."""
         chains = conversation.chains()
+        for attempt in range(1, RACE_ATTEMPTS + 1):
+            try:
+                return await self._serve(conversation, chains, model, tools, upstream, session_header, budget, stream)
+            except ApiError as error:
+                if error.code != "item_id_conflict" or attempt == RACE_ATTEMPTS:
+                    raise
+                log.info("gateway: a copy of this call stored its turns first (%s): served again", error.message)
+                await asyncio.sleep(RACE_PAUSE * attempt)
+        raise AssertionError("unreachable")
+
+    async def _serve(self, conversation: Conversation, chains: list[str], model: str, tools: list[dict[str, Any]],
+                     upstream: Upstream, session_header: str | None, budget: int | None, stream: bool) -> Served:
         table = await self.turns_table()
         sid, held = await self._session_of(table, chains, session_header)
         matched, read = await _held(table, sid, chains, held) if sid is not None else (0, [])
@@ -384,6 +403,10 @@ async def _held(table: GatewayTurns, sid: str, chains: list[str], held: int | No
     chain is checked and ends the match there."""
     matched = 0 if held is None else held + 1
     read = await table.rows_from(sid, matched)
+    # rows a copy of this call claimed after the prefix was looked up continue it: not a divergence
+    continuing = {r.position: r.chain for r in read if r.position >= matched}
+    while matched < len(chains) and continuing.get(matched) == chains[matched]:
+        matched += 1
     misfits = [r.position for r in read
                if r.position < matched and (r.position >= len(chains) or r.chain != chains[r.position])]
     return (min(misfits) if misfits else matched), read
