@@ -6,6 +6,8 @@ and each turn is stored once, in order."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import uuid
 from typing import Any
 
@@ -15,7 +17,10 @@ import pytest
 
 from tests.gateway.conftest import TOKEN
 from tests.gateway.test_gateway import ANTHROPIC_TOOLS, stored
+from tests.gateway.test_gateway_crash import ready, start_api
 from tests.gateway.upstream import Scripted, ScriptedUpstream
+from worker.local.stack import free_port
+from worker.settings import Settings
 
 COPIES = 5
 CHAT_TOOLS: list[Any] = [{"type": "function", "function": {
@@ -26,10 +31,17 @@ RESPONSES_TOOLS: list[Any] = [{"type": "function", "name": "read_file", "descrip
 
 
 def script(upstream: ScriptedUpstream) -> str:
+    """A model whose answers to the first call's copies are one tool call (each copy may reach the
+    upstream: the call is at least once; ``answers`` gives the next call's)."""
     name = f"copies-{uuid.uuid4().hex[:8]}"
-    upstream.script(name, *[Scripted(calls=[("call_1", "read_file", {"path": "a.txt"})])] * COPIES,
-                    *[Scripted(text="a.txt says hi.")] * COPIES)
+    answers(upstream, name, Scripted(calls=[("call_1", "read_file", {"path": "a.txt"})]))
     return name
+
+
+def answers(upstream: ScriptedUpstream, name: str, answer: Scripted) -> None:
+    """What the upstream answers each copy of the next call (copies answered from the store
+    leave theirs unused: replaced, not left for the call after)."""
+    upstream.scripts[name] = [answer] * COPIES
 
 
 def one_session(results: list[tuple[str, Any]]) -> str:
@@ -71,6 +83,7 @@ def test_chat_completions_copies(gateway: str, upstream: ScriptedUpstream, strea
                      {"id": "call_1", "type": "function", "function": {"name": "read_file",
                                                                        "arguments": '{"path": "a.txt"}'}}]},
                  {"role": "tool", "tool_call_id": "call_1", "content": "hi"}]
+    answers(upstream, name, Scripted(text="a.txt says hi."))
     second = asyncio.run(copies())
     assert one_session(second) == sid and {answer for _, answer in second} == {("a.txt says hi.", ())}
     assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
@@ -106,6 +119,7 @@ def test_anthropic_messages_copies(gateway: str, upstream: ScriptedUpstream, str
     messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "read_file",
                                                     "input": {"path": "a.txt"}}]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "hi"}]}]
+    answers(upstream, name, Scripted(text="a.txt says hi."))
     second = asyncio.run(copies())
     assert one_session(second) == sid and {answer for _, answer in second} == {(("text", "a.txt says hi."),)}
     assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
@@ -131,8 +145,53 @@ def test_responses_copies(gateway: str, upstream: ScriptedUpstream):
         (("function_call", "call_1"),)}
     given += [*(i.model_dump(exclude_none=True) for i in first[0][1].output),
               {"type": "function_call_output", "call_id": "call_1", "output": "hi"}]
+    answers(upstream, name, Scripted(text="a.txt says hi."))
     second = asyncio.run(copies())
     assert one_session(second) == sid and {r.output_text for _, r in second} == {"a.txt says hi."}
     assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
         ("system", "You read files."), ("user", given[0]["content"]), ("assistant", ""), ("tool_result", "hi"),
         ("assistant", "a.txt says hi.")]
+
+
+def test_copies_across_two_api_processes(gateway: str, gateway_settings: Settings, upstream: ScriptedUpstream):
+    """Copies split between two API processes of one deployment (a load balancer's retry lands
+    on another replica): neither process knows the other's calls, and the outcome is the same."""
+    name = script(upstream)
+    port = free_port()
+    other = f"http://127.0.0.1:{port}"
+    api = start_api(gateway_settings, upstream, port)
+    try:
+        ready(other, api)
+        messages: list[Any] = [{"role": "system", "content": "You read files."},
+                               {"role": "user", "content": f"What does a.txt say? {uuid.uuid4().hex}"}]
+
+        async def copies() -> list[tuple[str, Any]]:
+            clients = [openai.AsyncOpenAI(base_url=f"{base}/gateway/openai/v1", api_key=TOKEN, max_retries=0,
+                                          timeout=120) for base in (gateway, other)]
+            raws = await asyncio.gather(*(clients[n % 2].chat.completions.with_raw_response.create(
+                model=name, messages=messages, tools=CHAT_TOOLS) for n in range(COPIES)))
+            for client in clients:
+                await client.close()
+            return [(raw.headers["x-lanes-session"], raw.parse().choices[0].message) for raw in raws]
+
+        first = asyncio.run(copies())
+        sid = one_session(first)
+        assert {tuple(c.id for c in m.tool_calls or ()) for _, m in first} == {("call_1",)}
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"id": "call_1", "type": "function", "function": {"name": "read_file",
+                                                                           "arguments": '{"path": "a.txt"}'}}]},
+                     {"role": "tool", "tool_call_id": "call_1", "content": "hi"}]
+        answers(upstream, name, Scripted(text="a.txt says hi."))
+        second = asyncio.run(copies())
+        assert one_session(second) == sid and {m.content for _, m in second} == {"a.txt says hi."}
+        messages += [{"role": "assistant", "content": "a.txt says hi."}, {"role": "user", "content": "Thanks."}]
+        answers(upstream, name, Scripted(text="done."))
+        third = asyncio.run(copies())
+        assert one_session(third) == sid and {m.content for _, m in third} == {"done."}
+        assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
+            ("system", "You read files."), ("user", messages[1]["content"]), ("assistant", ""),
+            ("tool_result", "hi"), ("assistant", "a.txt says hi."), ("user", "Thanks."), ("assistant", "done.")]
+    finally:
+        if api.poll() is None:
+            os.killpg(api.pid, signal.SIGKILL)
+            api.wait(10)
