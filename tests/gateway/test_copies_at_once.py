@@ -44,6 +44,24 @@ def answers(upstream: ScriptedUpstream, name: str, answer: Scripted) -> None:
     upstream.scripts[name] = [answer] * COPIES
 
 
+def at_once(client: Any, call: Any) -> list[Any]:
+    """``call(client)`` made COPIES times at once; ``client`` an async SDK client, closed after."""
+    async def copies() -> list[Any]:
+        async with client:
+            return await asyncio.gather(*(call(client) for _ in range(COPIES)))
+    return asyncio.run(copies())
+
+
+def assert_stored_once(gateway: str, sid: str, question: str, *after: tuple[str, str]) -> None:
+    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
+        ("system", "You read files."), ("user", question), ("assistant", ""), ("tool_result", "hi"),
+        ("assistant", "a.txt says hi."), *after]
+
+
+def openai_at(base: str) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{base}/gateway/openai/v1", api_key=TOKEN, max_retries=0, timeout=120)
+
+
 def one_session(results: list[tuple[str, Any]]) -> str:
     sessions = {sid for sid, _ in results}
     assert len(sessions) == 1, sessions  # a copy that saw the others' claims as a divergence branched
@@ -71,12 +89,7 @@ def test_chat_completions_copies(gateway: str, upstream: ScriptedUpstream, strea
                 calls += [c.id for c in (delta.tool_calls or ()) if c.id] if delta else []
             return response.headers["x-lanes-session"], (text or None, tuple(calls))
 
-    async def copies() -> list[tuple[str, Any]]:
-        async with openai.AsyncOpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0,
-                                      timeout=120) as client:
-            return await asyncio.gather(*(call(client) for _ in range(COPIES)))
-
-    first = asyncio.run(copies())
+    first = at_once(openai_at(gateway), call)
     sid = one_session(first)
     assert {answer for _, answer in first} == {(None, ("call_1",))}
     messages += [{"role": "assistant", "content": None, "tool_calls": [
@@ -84,11 +97,9 @@ def test_chat_completions_copies(gateway: str, upstream: ScriptedUpstream, strea
                                                                        "arguments": '{"path": "a.txt"}'}}]},
                  {"role": "tool", "tool_call_id": "call_1", "content": "hi"}]
     answers(upstream, name, Scripted(text="a.txt says hi."))
-    second = asyncio.run(copies())
+    second = at_once(openai_at(gateway), call)
     assert one_session(second) == sid and {answer for _, answer in second} == {("a.txt says hi.", ())}
-    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
-        ("system", "You read files."), ("user", messages[1]["content"]), ("assistant", ""), ("tool_result", "hi"),
-        ("assistant", "a.txt says hi.")]
+    assert_stored_once(gateway, sid, messages[1]["content"])
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -108,49 +119,41 @@ def test_anthropic_messages_copies(gateway: str, upstream: ScriptedUpstream, str
             message, sid = await raw.parse(), raw.headers["x-lanes-session"]
         return sid, tuple((b.type, getattr(b, "text", None) or getattr(b, "id", None)) for b in message.content)
 
-    async def copies() -> list[tuple[str, Any]]:
-        async with anthropic.AsyncAnthropic(base_url=f"{gateway}/gateway/anthropic", api_key=TOKEN, max_retries=0,
-                                            timeout=120) as client:
-            return await asyncio.gather(*(call(client) for _ in range(COPIES)))
+    def client() -> anthropic.AsyncAnthropic:
+        return anthropic.AsyncAnthropic(base_url=f"{gateway}/gateway/anthropic", api_key=TOKEN, max_retries=0,
+                                        timeout=120)
 
-    first = asyncio.run(copies())
+    first = at_once(client(), call)
     sid = one_session(first)
     assert {answer for _, answer in first} == {(("tool_use", "call_1"),)}
     messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "read_file",
                                                     "input": {"path": "a.txt"}}]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "hi"}]}]
     answers(upstream, name, Scripted(text="a.txt says hi."))
-    second = asyncio.run(copies())
+    second = at_once(client(), call)
     assert one_session(second) == sid and {answer for _, answer in second} == {(("text", "a.txt says hi."),)}
-    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
-        ("system", "You read files."), ("user", messages[0]["content"]), ("assistant", ""), ("tool_result", "hi"),
-        ("assistant", "a.txt says hi.")]
+    assert_stored_once(gateway, sid, messages[0]["content"])
 
 
 def test_responses_copies(gateway: str, upstream: ScriptedUpstream):
     name = script(upstream)
     given: list[Any] = [{"role": "user", "content": f"What does a.txt say? {uuid.uuid4().hex}"}]
 
-    async def copies() -> list[tuple[str, Any]]:
-        async with openai.AsyncOpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0,
-                                      timeout=120) as client:
-            raws = await asyncio.gather(*(client.responses.with_raw_response.create(
-                model=name, instructions="You read files.", input=given, tools=RESPONSES_TOOLS)
-                for _ in range(COPIES)))
-        return [(raw.headers["x-lanes-session"], raw.parse()) for raw in raws]
+    async def call(client: openai.AsyncOpenAI) -> tuple[str, Any]:
+        raw = await client.responses.with_raw_response.create(model=name, instructions="You read files.",
+                                                              input=given, tools=RESPONSES_TOOLS)
+        return raw.headers["x-lanes-session"], raw.parse()
 
-    first = asyncio.run(copies())
+    first = at_once(openai_at(gateway), call)
     sid = one_session(first)
     assert {tuple((i.type, getattr(i, "call_id", None)) for i in r.output) for _, r in first} == {
         (("function_call", "call_1"),)}
     given += [*(i.model_dump(exclude_none=True) for i in first[0][1].output),
               {"type": "function_call_output", "call_id": "call_1", "output": "hi"}]
     answers(upstream, name, Scripted(text="a.txt says hi."))
-    second = asyncio.run(copies())
+    second = at_once(openai_at(gateway), call)
     assert one_session(second) == sid and {r.output_text for _, r in second} == {"a.txt says hi."}
-    assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
-        ("system", "You read files."), ("user", given[0]["content"]), ("assistant", ""), ("tool_result", "hi"),
-        ("assistant", "a.txt says hi.")]
+    assert_stored_once(gateway, sid, given[0]["content"])
 
 
 def test_copies_across_two_api_processes(gateway: str, gateway_settings: Settings, upstream: ScriptedUpstream):
@@ -166,8 +169,7 @@ def test_copies_across_two_api_processes(gateway: str, gateway_settings: Setting
                                {"role": "user", "content": f"What does a.txt say? {uuid.uuid4().hex}"}]
 
         async def copies() -> list[tuple[str, Any]]:
-            clients = [openai.AsyncOpenAI(base_url=f"{base}/gateway/openai/v1", api_key=TOKEN, max_retries=0,
-                                          timeout=120) for base in (gateway, other)]
+            clients = [openai_at(base) for base in (gateway, other)]
             raws = await asyncio.gather(*(clients[n % 2].chat.completions.with_raw_response.create(
                 model=name, messages=messages, tools=CHAT_TOOLS) for n in range(COPIES)))
             for client in clients:
@@ -188,9 +190,7 @@ def test_copies_across_two_api_processes(gateway: str, gateway_settings: Setting
         answers(upstream, name, Scripted(text="done."))
         third = asyncio.run(copies())
         assert one_session(third) == sid and {m.content for _, m in third} == {"done."}
-        assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [
-            ("system", "You read files."), ("user", messages[1]["content"]), ("assistant", ""),
-            ("tool_result", "hi"), ("assistant", "a.txt says hi."), ("user", "Thanks."), ("assistant", "done.")]
+        assert_stored_once(gateway, sid, messages[1]["content"], ("user", "Thanks."), ("assistant", "done."))
     finally:
         if api.poll() is None:
             os.killpg(api.pid, signal.SIGKILL)
