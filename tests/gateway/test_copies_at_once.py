@@ -58,8 +58,8 @@ def assert_stored_once(gateway: str, sid: str, question: str, *after: tuple[str,
         ("assistant", "a.txt says hi."), *after]
 
 
-def openai_at(base: str) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=f"{base}/gateway/openai/v1", api_key=TOKEN, max_retries=0, timeout=120)
+def openai_at(base: str, timeout: float = 120) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{base}/gateway/openai/v1", api_key=TOKEN, max_retries=0, timeout=timeout)
 
 
 def one_session(results: list[tuple[str, Any]]) -> str:

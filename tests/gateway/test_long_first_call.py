@@ -19,6 +19,7 @@ import pytest
 
 from activities.tokens import count_message_tokens
 from tests.gateway.conftest import TOKEN
+from tests.gateway.test_copies_at_once import COPIES, at_once, openai_at
 from tests.gateway.test_gateway import model, openai_client, session_of, stored
 from tests.gateway.test_gateway_crash import cut_and_restarted
 from tests.gateway.upstream import Scripted, ScriptedUpstream
@@ -132,18 +133,15 @@ def test_copies_of_a_long_call_at_once_store_each_turn_once(gateway: str, upstre
     second call (an agent's retries racing its first attempt): the copies race through the same
     keyed batches, every copy gets the one answer, each turn is stored once, in order."""
     name = model()
-    upstream.script(name, *[Scripted(text="Builds 91 to 96.")] * 5)  # each copy may reach the upstream
+    upstream.script(name, *[Scripted(text="Builds 91 to 96.")] * COPIES)  # each copy may reach the upstream
     budget = {"X-Lanes-Budget-Tokens": str(BUDGET)}
     messages = conversation(110)  # 222 turns: two batches, then the step
 
-    async def copies() -> list[Any]:
-        client = openai.AsyncOpenAI(base_url=f"{gateway}/gateway/openai/v1", api_key=TOKEN, max_retries=0,
-                                    timeout=180)
-        async with client:
-            return await asyncio.gather(*(client.chat.completions.with_raw_response.create(
-                model=name, messages=messages, extra_headers=budget) for _ in range(5)))
+    async def call(client: openai.AsyncOpenAI) -> Any:
+        return await client.chat.completions.with_raw_response.create(model=name, messages=messages,
+                                                                      extra_headers=budget)
 
-    first = asyncio.run(copies())
+    first = at_once(openai_at(gateway, timeout=180), call)
     sid = session_of(first[0])
     assert {session_of(r) for r in first} == {sid}
     assert {r.parse().choices[0].message.content for r in first} == {"Builds 91 to 96."}
@@ -151,8 +149,8 @@ def test_copies_of_a_long_call_at_once_store_each_turn_once(gateway: str, upstre
         *((m["role"], m["content"]) for m in messages), ("assistant", "Builds 91 to 96.")]
 
     messages += [{"role": "assistant", "content": "Builds 91 to 96."}, *conversation(60)[1:]]  # 122 new turns
-    upstream.scripts[name] = [Scripted(text="Logged.")] * 5  # the first copies' unused answers dropped
-    second = asyncio.run(copies())
+    upstream.scripts[name] = [Scripted(text="Logged.")] * COPIES  # the first copies' unused answers dropped
+    second = at_once(openai_at(gateway, timeout=180), call)
     assert {session_of(r) for r in second} == {sid}
     assert {r.parse().choices[0].message.content for r in second} == {"Logged."}
     assert [(i["kind"], i["text"]) for i in stored(gateway, sid)] == [

@@ -113,15 +113,15 @@ class Gateway:
         refuses the second before it writes anything (its items' ids are taken), and the call
         is served again from what the first stored."""
         chains = conversation.chains()
-        for attempt in range(1, RACE_ATTEMPTS + 1):
+        for attempt in range(1, RACE_ATTEMPTS):
             try:
                 return await self._serve(conversation, chains, model, tools, upstream, session_header, budget, stream)
             except ApiError as error:
-                if error.code != "item_id_conflict" or attempt == RACE_ATTEMPTS:
+                if error.code != "item_id_conflict":
                     raise
                 log.info("gateway: a copy of this call stored its turns first (%s): served again", error.message)
                 await asyncio.sleep(RACE_PAUSE * attempt)
-        raise AssertionError("unreachable")
+        return await self._serve(conversation, chains, model, tools, upstream, session_header, budget, stream)
 
     async def _serve(self, conversation: Conversation, chains: list[str], model: str, tools: list[dict[str, Any]],
                      upstream: Upstream, session_header: str | None, budget: int | None, stream: bool) -> Served:
