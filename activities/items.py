@@ -397,16 +397,35 @@ class _Ingest:
 
 async def _ingest(store: Store, inp: IngestItemsInput) -> _Ingest:
     """Read the items' content, check their client ids and measure them (no write)."""
+    texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
+    extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
+    await _check_client_ids(store, inp.session_id, inp.items, ingest_ids(inp)[0])
+    measured, archives = measure_external(inp, texts, extras)
+    rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
+    return _Ingest(rows=rows, measured=[item_of(row) for row in rows], archives=archives,
+                   events=[EventRow(**e.model_dump()) for e in inp.events],
+                   item_events=[item_event(item, inp.lane) for item, _ in measured])
+
+
+def ingest_ids(inp: IngestItemsInput) -> tuple[list[str], list[str]]:
+    """The items' ids and their observations' (derived from the seqs when not given)."""
     count = len(inp.items)
     item_ids = inp.item_ids or [ids.item_id(inp.lane, inp.first_seq + n) for n in range(count)]
     obs_ids = inp.observation_ids or [ids.observation_id(inp.session_id, inp.lane, inp.first_seq + n)
                                       for n in range(count)]
+    return item_ids, obs_ids
+
+
+def measure_external(inp: IngestItemsInput, texts: list[str | None], extras: list[dict],
+                     ) -> tuple[list[tuple[Item, ItemContent]], list[tuple[str, str, str]]]:
+    """The items of ``inp`` measured from their content (``texts``, ``extras``), as
+    ``ingest_items`` stores them, and the observations that archive them ((obs id, item id,
+    text)). Pure: the gateway measures a continued request's turns with it before the session
+    stores them (worker/api/gateway/continuation.py)."""
+    item_ids, obs_ids = ingest_ids(inp)
     calls_by_id: dict[str, tuple[str, str]] = {}  # call id -> (tool name, arguments)
     measured: list[tuple[Item, ItemContent]] = []
     archives: list[tuple[str, str, str]] = []  # (obs id, item id, text) written with the items
-    texts = [await _external_text(store, inp.session_id, ext) for ext in inp.items]  # all, before any is stored
-    extras = [await _external_extras(store, inp.session_id, ext) for ext in inp.items]
-    await _check_client_ids(store, inp.session_id, inp.items, item_ids)
     for offset, ext in enumerate(inp.items):
         seq = inp.first_seq + offset
         item_id = item_ids[offset]
@@ -417,23 +436,23 @@ async def _ingest(store: Store, inp: IngestItemsInput) -> _Ingest:
         if ext.kind == Kind.ASSISTANT.value:
             item = item_with(item, group=seq, tool_call_ids=[c.id for c in ext.tool_calls])
         elif ext.kind == Kind.TOOL_RESULT.value:
-            name, arguments = calls_by_id.get(ext.tool_call_id or "") or (ext.tool_name, None)
+            call = calls_by_id.get(ext.tool_call_id or "")
+            name, arguments = call or (ext.tool_name, None)
             obs_id = ext.content_ref or obs_ids[offset]
             if ext.content_ref is None:
                 archives.append((obs_id, item_id, content.text))
+            # a call appended before this batch: its class as the caller read it from the call
+            tool_class = (ext.tool_class if call is None and ext.tool_class is not None
+                          else classify_tool(ext.tool_name or name, arguments, ext.exit_code))
             item = item_with(item, tool_name=ext.tool_name or name,
                              tool_call_ids=[ext.tool_call_id] if ext.tool_call_id else [], exit_code=ext.exit_code,
-                             tool_class=classify_tool(ext.tool_name or name, arguments, ext.exit_code),
-                             observation_id=obs_id)
+                             tool_class=tool_class, observation_id=obs_id)
         bounded = bounded_item(item, content, inp.preview_chars, inp.model, inp.bound_above_tokens,
                                ext.content_ref or obs_ids[offset], inp.recall, inp.preview_lines)
         if bounded.observation_id is not None and item.observation_id is None and ext.content_ref is None:
             archives.append((bounded.observation_id, item_id, archived_text(content)))  # oversized: archived exactly
         measured.append((bounded, content))
-    rows = [item_row(item, content, inp.lane, inp.items[n]) for n, (item, content) in enumerate(measured)]
-    return _Ingest(rows=rows, measured=[item_of(row) for row in rows], archives=archives,
-                   events=[EventRow(**e.model_dump()) for e in inp.events],
-                   item_events=[item_event(item, inp.lane) for item, _ in measured])
+    return measured, archives
 
 
 def _conflict_error(conflict: ItemConflict) -> ApplicationError:

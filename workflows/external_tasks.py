@@ -20,7 +20,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows import patches
     from workflows import task_events as task_log
-    from workflows.context import CallUsage, Item, cost_units, engine
+    from workflows.context import CallUsage, Item, continuation, cost_units, engine
     from workflows.contract.external_calls import external_progress
     from workflows.contract.session import ExternalItem, PreparedRequest, ReportedUsage, SessionConfig, TaskStatus
     from workflows.lane import Lane
@@ -65,6 +65,11 @@ class ExternalTasks:
         # what the provider will count: the conversation, capability context and tool definitions
         self.prepared_tokens = plan.total_tokens + plan.capability_tokens + lane.state.config.tool_definition_tokens
         engine.end_step(lane.state)  # one request is one model step: step-scoped capabilities leave
+        # taken after the step ended: the state the next step starts from
+        facts = continuation.facts_of(lane.state, plan, next_seq=lane.data.next_seq,
+                                      request_tokens=self.prepared_tokens, lane=lane.data.lane, model=lane.data.model,
+                                      bound_above_tokens=lane.bound_above_tokens, preview_lines=lane.preview_lines,
+                                      users_continue=config.tasks == "conversation" and self.owning(lane) is not None)
         return PreparedRequest(
             # the API writes it with the request (no extra activity per step), keyed by the seq
             # the agent's answer will take
@@ -82,6 +87,7 @@ class ExternalTasks:
             recall=lane.state.config.recall,
             generated=lane.later.unstored_generated(),
             unstored_items=lane.later.unstored_items(),
+            continuation=facts,
         )
 
     def events_on(self) -> bool:

@@ -12,6 +12,8 @@ decides every id, and asks activities to do all I/O. Two ways to drive it:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -20,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import capability_admission, exhaustive, patches, pinned_notes
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop
-    from workflows.context import Item, Kind, UsageTotals, engine, ids
+    from workflows.context import Item, Kind, UsageTotals, continuation, engine, ids
     from workflows.contract import rejections
     from workflows.contract.checkpoint import (
         KEPT_TASK_STATUSES,
@@ -31,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
         SessionCheckpoint,
     )
     from workflows.contract.external_calls import RecentCalls, check_items, items_digest
-    from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED
+    from workflows.contract.lane_events import CONTINUATION_MISSED, EPISODE_BEGUN, EPISODE_ENDED
     from workflows.contract.lanes import HandoffRef
     from workflows.contract.session import (
         AppendItemsRequest,
@@ -75,6 +77,8 @@ CONTINUE_ALL_MODES_PATCH = "continue-as-new-all-modes"
 # the workflow task that runs the update, and when that task is lost its rows stay while the
 # next task hands the same seqs to other content.
 STEP_ITEMS_ACTIVITY_PATCH = "step-items-activity"
+# A step checks the request its caller sent before it (StepRequest.continued), and logs a miss
+CONTINUED_STEP_PATCH = "continued-step"
 # Notes an external agent appends pass pin_note's budget check (one measuring activity first).
 EXTERNAL_NOTE_CHECK_PATCH = "external-note-budget-check"
 # A run's history past either figure continues as new (Temporal's own limits are 51,200
@@ -236,15 +240,31 @@ class SessionWorkflow:
         async with lane.lock:
             digest = (request.digest or items_digest(request.items)) if request.step_id else ""
             done = self.recent_calls.repeated(request.step_id, digest)
+            held: bool | None = None
             if done is None:
+                continued = (request.continued if request.continued is not None
+                             and patches.patched(CONTINUED_STEP_PATCH) else None)
+                generation = lane.state.generation
+                if continued is not None:  # the usage below is the sent request's: our count of it
+                    self.external.prepared_tokens = continued.tokens
                 if request.usage is not None:  # before the items: its event goes with their activity
                     await self.external.record_reported_usage(lane, request.usage, defer=bool(request.items))
                 # runs recorded before the patch stored a step's items with a local activity, whose
                 # rows outlive a lost workflow task (and its seqs went to other content)
                 local = not patches.patched(STEP_ITEMS_ACTIVITY_PATCH)
-                item_ids = ([i.id for i in await self._append(lane, request.items, local=local, later=later)]
+                checked: list[bool] = []
+                check = None if continued is None else (continued.items, lambda: checked.append(
+                    generation == continued.generation and continuation.plan_was(lane.state, continued.digest)))
+                item_ids = ([i.id for i in await self._append(lane, request.items, local=local, later=later,
+                                                              check=check)]
                             if request.items else [])
                 self.recent_calls.record(request.step_id, digest, item_ids)
+                if continued is not None:
+                    held = bool(checked) and checked[0]
+                    if not held:  # rare: its own activity (the items' has run)
+                        await lane.log_event(CONTINUATION_MISSED, {
+                            "items": continued.items, "generation": continued.generation,
+                            "generation_then": generation, "digest": continued.digest})
             stored = item_ids if done is None else done.item_ids
             try:
                 prepared = await self.external.prepare(lane, self.config, self._tools(), later)
@@ -252,7 +272,8 @@ class SessionWorkflow:
                 if error.type != rejections.REQUEST_UNFIT or not stored:
                     raise
                 raise rejections.unfit_after_store(error, stored) from None
-        return StepResult(item_ids=stored, request=prepared, repeated=done is not None, call_id=request.call_id)
+        return StepResult(item_ids=stored, request=prepared, repeated=done is not None, call_id=request.call_id,
+                          continued_held=held)
 
     @step.validator
     def validate_step(self, request: StepRequest) -> None:
@@ -270,7 +291,7 @@ class SessionWorkflow:
         check_items(None if self.lane is None else self.lane.state, items)
 
     async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False,
-                      later: bool = False) -> list[Item]:
+                      later: bool = False, check: tuple[int, Callable[[], None]] | None = None) -> list[Item]:
         """Store the items and add them to the lane (callers hold the lock). Each user message
         begins a task, ending the previous one (or only the first does, when the conversation is
         the task: ``SessionConfig.tasks``). ``local``: stored by a local activity (steps
@@ -300,7 +321,13 @@ class SessionWorkflow:
                                                later)
             for task_id in task_ids:
                 self.external.switch(lane, task_id)
-            added = [engine.add_item(lane.state, item) for item in stored]
+            added = []
+            for n, item in enumerate(stored):
+                if check is not None and n == check[0]:
+                    check[1]()
+                added.append(engine.add_item(lane.state, item))
+            if check is not None and check[0] >= len(stored):
+                check[1]()
             self.turns += self.external.progress(items, added)
             return added
 

@@ -16,6 +16,9 @@ from workflows.contract.events import EventSpec
 EPISODE_BEGUN, EPISODE_ENDED, EPISODE_ABANDONED = "episode.begun", "episode.ended", "episode.abandoned"
 # The model was told its context was compacted (once per pressure streak: workflows/context/notice.py).
 BUDGET_NOTICE = "context.budget.notice"
+# A request a caller planned by continuing the last one that the session would not have sent
+# (workflows/context/continuation.py)
+CONTINUATION_MISSED = "context.continuation.missed"
 
 
 def compaction_events(plan: CompactionPlan, result: ApplyResult, next_seq: Callable[[], int],

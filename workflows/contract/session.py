@@ -20,8 +20,10 @@ from workflows.context import (
     Projection,
     RecallStyle,
     ToolCall,
+    ToolClass,
     UsageTotals,
 )
+from workflows.context.continuation import ContinuationFacts
 from workflows.contract.events import EventSpec
 from workflows.contract.tools import TOOL_SPECS, offered_tools, unknown_tools
 
@@ -334,6 +336,10 @@ class ExternalItem(BaseModel):
     # Verbatim extras the API stored first (JSON: ``reasoning_content``, ``responses_items``):
     # reasoning and provider items are content, never workflow state.
     extra_ref: str | None = Field(default=None, pattern=r"^obs-[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    # A tool output's class as the caller read it from its call (the gateway has the whole
+    # conversation): used when the call was appended before this batch (its arguments are not
+    # in the batch to classify it by)
+    tool_class: ToolClass | None = None
 
     @model_validator(mode="after")
     def _inline_text_fits_history(self) -> ExternalItem:
@@ -417,6 +423,20 @@ class PreparedRequest(BaseModel):
     # The step's own items whose write is still running (StepRequest.write_behind): the caller
     # renders them from the content it sent
     unstored_items: list[Item] = Field(default_factory=list)
+    # What lets a caller send the next request before the session stores its new items
+    # (workflows/context/continuation.py); None from workers before it
+    continuation: ContinuationFacts | None = None
+
+
+class ContinuedRequest(BaseModel):
+    """The caller sent the request before this step (``StepRequest.continued``): the last
+    prepared request with the step's first ``items`` appended whole, planned after the state's
+    ``generation``; ``digest``: its entries (continuation.entries_digest)."""
+
+    generation: int
+    items: int = Field(ge=1, le=MAX_ITEMS_PER_CALL)
+    digest: str = Field(max_length=64)
+    tokens: int = Field(ge=0)  # what the provider counts of it, by our count (the step's usage is its)
 
 
 class StepRequest(BaseModel):
@@ -431,6 +451,9 @@ class StepRequest(BaseModel):
     # The caller renders the request from the result (PreparedRequest.unstored_items): the
     # items are measured within the step and stored by a write it does not wait for
     write_behind: bool = False
+    # The request for the step's first items was sent already, planned by the caller: the session
+    # checks it would have planned the same (StepResult.continued_held)
+    continued: ContinuedRequest | None = None
 
 
 class StepResult(BaseModel):
@@ -438,6 +461,7 @@ class StepResult(BaseModel):
     request: PreparedRequest
     repeated: bool = False  # the step id was seen: nothing was appended again
     call_id: str | None = None  # the call whose result this is
+    continued_held: bool | None = None  # StepRequest.continued: the session would have sent the same
 
 
 class EpisodeBegin(BaseModel):
