@@ -139,6 +139,11 @@ class Settings(BaseSettings):
     # The budget of a session the gateway opens (None: the model's window, as for any session);
     # an agent can set its own with the X-Lanes-Budget-Tokens header on its first call.
     gateway_budget_tokens: int | None = Field(None, ge=256, validation_alias=_env("LANES_GATEWAY_BUDGET_TOKENS"))
+    # A conversation's next call sent upstream before its session stores its turns, when they
+    # continue the plan made after the last answer (worker/api/gateway/continuation.py); off:
+    # every call takes a workflow update before its upstream call, and answers are appended a
+    # moment later, with the next call's turns when it comes within that moment.
+    gateway_continue: bool = Field(True, validation_alias=_env("LANES_GATEWAY_CONTINUE"))
     # How often each API process stores the gateway answers left outside their sessions (the
     # process that answered died before its background write), and how old such a row must be.
     gateway_sweep_seconds: float = Field(15.0, gt=0, validation_alias=_env("LANES_GATEWAY_SWEEP_SECONDS"))

@@ -22,6 +22,7 @@ from tests.gateway.conftest import TOKEN
 from tests.gateway.test_gateway import model, stored
 from tests.gateway.upstream import Scripted, ScriptedUpstream
 from worker.api.gateway.answer_writes import AnswerWrites
+from worker.api.gateway.timing import parse_header
 from worker.settings import Settings
 from worker.worker import connect
 
@@ -49,6 +50,12 @@ def server(gateway_settings: Settings) -> Iterator[LanesServer]:
     """An API of its own (with its worker), whose answer writes a test may replace; its sweep
     waits an hour (these tests show what the conversation's next call does)."""
     yield from _server(gateway_settings, 3600)
+
+
+@pytest.fixture
+def plain(gateway_settings: Settings) -> Iterator[LanesServer]:
+    """As ``server``, without continued requests (every call takes its step first)."""
+    yield from _server(gateway_settings.model_copy(update={"gateway_continue": False}), 3600)
 
 
 @pytest.fixture
@@ -221,11 +228,13 @@ async def _updates(settings: Settings, sid: str) -> list[str]:
     return names
 
 
-def test_an_agent_that_calls_again_at_once_stores_each_answer_with_its_next_step(server: LanesServer,
+def test_an_agent_that_calls_again_at_once_stores_each_answer_with_its_next_step(plain: LanesServer,
                                                                                  upstream: ScriptedUpstream):
     """An agent whose tools are quick calls again before the answer's write began: that call's
     step appends the answer (as its row holds it, with its usage) and the new turns in one
-    workflow update. Each answer is in the session once, in order, counted once."""
+    workflow update. Each answer is in the session once, in order, counted once. (With
+    continued requests the answer's write begins at once, for the plan it makes.)"""
+    server = plain
     name = model()
     upstream.script(name, *[Scripted(text=f"answer {n}", usage=(100 + n, 0, 3)) for n in range(4)])
     base = server.base_url
@@ -274,3 +283,94 @@ def test_a_step_that_carried_the_answer_but_was_not_marked_stores_nothing_twice(
     assert [(i["kind"], i["text"]) for i in stored(base, sid)] == [
         (m["role"], m["content"]) for m in messages] + [("assistant", "answer 2")]
     assert _usage_calls(base, sid) == 3
+
+
+class LostAfter(AnswerWrites):
+    """The first ``kept`` background writes run; every later one is lost (the process died)."""
+
+    def __init__(self, kept: int) -> None:
+        super().__init__()
+        self.kept = kept
+
+    def start(self, key, write, delay: float = 0.0) -> None:
+        if self.kept <= 0:
+            write().close()
+            return
+        self.kept -= 1
+        super().start(key, write, delay)
+
+
+class LateAfter(AnswerWrites):
+    """The first ``kept`` background writes run at once; later ones wait (``delay``) unless
+    the next call takes them first."""
+
+    def __init__(self, kept: int, delay: float = 30.0) -> None:
+        super().__init__()
+        self.kept, self.delay = kept, delay
+
+    def start(self, key, write, delay: float = 0.0) -> None:
+        self.kept -= 1
+        super().start(key, write, delay if self.kept >= 0 else self.delay)
+
+
+def _continued_conversation(base: str, name: str, upstream: ScriptedUpstream,
+                            between: list[dict[str, Any]] | None = None) -> tuple[str, list[dict[str, Any]], bool]:
+    """An answer calling a tool; the tool's output, which continues the plan (no step before the
+    upstream call); a text answer; then the user's next message (after ``between``), at once."""
+    upstream.script(name, Scripted(calls=[("call_1", "read_file", {"path": "a.py"})], usage=(150, 0, 9)),
+                    Scripted(text="a.py prints a.", usage=(170, 0, 5)), Scripted(text="You are welcome."))
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You read code."},
+                                      {"role": "user", "content": f"What does a.py do? {uuid.uuid4().hex}"}]
+    first = _chat(base, name, messages)
+    sid = first.headers["x-lanes-session"]
+    messages += [first.json()["choices"][0]["message"],
+                 {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"}]
+    second = _chat(base, name, messages)
+    assert "step" not in parse_header(second.headers["server-timing"])  # continued
+    messages += [second.json()["choices"][0]["message"], *(between or []), {"role": "user", "content": "Thanks."}]
+    third = _chat(base, name, messages)
+    assert third.headers["x-lanes-session"] == sid
+    return sid, messages, "step" not in parse_header(third.headers["server-timing"])
+
+
+def _as_stored(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [("tool_result" if m["role"] == "tool" else m["role"], m["content"] or "") for m in messages]
+
+
+def test_a_continued_calls_answer_carried_by_the_next_call_stores_its_turns_once(server: LanesServer,
+                                                                                upstream: ScriptedUpstream):
+    """The continued call's answer row holds its tool output and its answer; the next call
+    comes before that row's write began, with turns that cannot continue a plan (the agent's
+    own note as an assistant turn), so its step carries them: each once, in order."""
+    server.app.state.answer_writes = LateAfter(1)  # the tool-calling answer's write runs: its plan is kept
+    sid, messages, continued = _continued_conversation(server.base_url, name := model(), upstream,
+                                                       between=[{"role": "assistant", "content": "(noted)"}])
+    assert not continued
+    assert [(i["kind"], i["text"]) for i in stored(server.base_url, sid)] == [*_as_stored(messages), (
+        "assistant", "You are welcome.")]
+    assert asyncio.run(_updates(server.settings, sid)) == ["step", "step", "step", "step"]  # open, answer, carry, last
+    assert _usage_calls(server.base_url, sid) == 3 and len(upstream.of(name)) == 3
+
+
+def test_the_next_call_waits_for_a_continued_answers_late_write_and_continues(server: LanesServer,
+                                                                           upstream: ScriptedUpstream):
+    """The continued call's answer row is not written yet when the user's next message comes:
+    that call starts the write, waits for it (it makes the plan), and continues the plan."""
+    server.app.state.answer_writes = LateAfter(1)
+    sid, messages, continued = _continued_conversation(server.base_url, name := model(), upstream)
+    assert continued
+    assert [(i["kind"], i["text"]) for i in stored(server.base_url, sid)] == [*_as_stored(messages), (
+        "assistant", "You are welcome.")]
+    assert asyncio.run(_updates(server.settings, sid)) == ["step"] * 4  # open, then each answer with its turns
+    assert _usage_calls(server.base_url, sid) == 3 and len(upstream.of(name)) == 3
+
+
+def test_a_continued_calls_answer_whose_write_was_lost_is_stored_once_by_the_next_call(
+        server: LanesServer, upstream: ScriptedUpstream):
+    """The process died before the continued call's answer was stored (its own turns with it):
+    the next call stores them from the row, once, with the usage, then its own turn."""
+    server.app.state.answer_writes = LostAfter(1)  # the tool-calling answer's write runs: its plan is kept
+    sid, messages, continued = _continued_conversation(server.base_url, name := model(), upstream)
+    assert not continued  # no plan: the process that would have written it is gone
+    assert [(i["kind"], i["text"]) for i in stored(server.base_url, sid)] == _as_stored(messages)
+    assert _usage_calls(server.base_url, sid) == 2 and len(upstream.of(name)) == 3

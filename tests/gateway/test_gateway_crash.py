@@ -24,8 +24,10 @@ from worker.local.stack import free_port
 from worker.settings import Settings
 
 
-def start_api(settings: Settings, upstream: ScriptedUpstream, port: int, sweep_seconds: float = 3600) -> subprocess.Popen:
-    env = {**os.environ, "TEMPORAL_ADDRESS": settings.temporal_address, "DATABASE_URL": settings.database_url or "",
+def start_api(settings: Settings, upstream: ScriptedUpstream, port: int, sweep_seconds: float = 3600,
+              env_extra: dict[str, str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, **(env_extra or {}),
+           "TEMPORAL_ADDRESS": settings.temporal_address, "DATABASE_URL": settings.database_url or "",
            "LANES_TASK_QUEUE": settings.task_queue, "LANES_DATA_DIR": str(settings.data_dir),
            "LANES_API_PORT": str(port), "LANES_API_TOKENS": f"tenant-a:{TOKEN}", "PYTHONPATH": CHECKOUT_PYTHONPATH,
            "LANES_GATEWAY_OPENAI_BASE_URL": f"{upstream.root}/v1", "LANES_GATEWAY_OPENAI_API_KEY": "sk-crash",

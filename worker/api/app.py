@@ -39,6 +39,7 @@ from worker.api.errors import ApiError, store_unavailable
 from worker.api.gateway import routes as gateway_routes
 from worker.api.gateway.answer_store import sweep_forever
 from worker.api.gateway.answer_writes import AnswerWrites
+from worker.api.gateway.continuation import Continuations
 from worker.api.gateway.routes import gateway_error
 from worker.api.routes import router
 from worker.settings import Settings, get_settings
@@ -235,6 +236,7 @@ def create_app(settings: Settings | None = None, *, client: Client | None = None
     app.state.backend = backend
     app.state.allow_replay = allow_replay
     app.state.answer_writes = AnswerWrites()  # gateway answers stored after the agent has them
+    app.state.continuations = Continuations()  # the plan made after each gateway answer, for the next call
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

@@ -185,10 +185,12 @@ async def get_session(row: Owned, be: Be) -> SessionInfo:
 
 @router.post("/sessions/{session_id}/cancel", response_model=CancelResult, tags=["sessions"],
              summary="Close the session (after its queued tasks) or terminate it now")
-async def cancel_session(row: Owned, be: Be, tenant: Tenant,
+async def cancel_session(row: Owned, be: Be, tenant: Tenant, request: Request,
                          body: Annotated[CancelRequest | None, Body()] = None) -> CancelResult:
     body = body or CancelRequest()
     sid = row.session_id
+    # the gateway's next call must not continue a plan of this session (worker/api/gateway/continuation.py)
+    request.app.state.continuations.drop(sid)
     described = await be.temporal(sid, "describe the session", lambda h: h.describe(), QUERY_TIMEOUT)
     if described.status is not None and described.status.name != "RUNNING":
         return CancelResult(session_id=sid, action="none", workflow_status=described.status.name)

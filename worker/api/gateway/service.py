@@ -35,6 +35,7 @@ from worker.api.external_routes import external_items, request_out, update_id
 from worker.api.gateway.answer import Answer, stored_answer
 from worker.api.gateway.answer_store import ENDED, answer_items, answer_usage, store_answer_row
 from worker.api.gateway.answer_writes import AnswerWrites
+from worker.api.gateway.continuation import CONTINUING, Continuations, Continued, continued
 from worker.api.gateway.conversation import Conversation, GatewayInputError, Turn, item_in, next_chain
 from worker.api.gateway.timing import CallTiming
 from worker.api.routes import open_session
@@ -96,6 +97,8 @@ class Gateway:
         self.tenant = tenant
         self.timing = timing or CallTiming()
         self.writes: AnswerWrites = request.app.state.answer_writes
+        # the plans made after answers, when calls may continue them (continuation.py)
+        self.plans: Continuations | None = request.app.state.continuations if be.settings.gateway_continue else None
 
     async def turns_table(self) -> GatewayTurns:
         return GatewayTurns(await self.be.store())
@@ -156,6 +159,9 @@ class Gateway:
                 raise ApiError(409, "conflict", f"session {sid} holds another conversation; retry")
         # every position before ``matched`` that was not read is stored (``rows_from``)
         rows = {r.position: r for r in [*read, *claims]}
+        if self.plans is not None and (going_on := await self._continuing(table, sid, conversation, chains, rows)):
+            self.timing.lap("find")
+            return await self._continue(table, sid, chains, going_on, upstream, stream, model)
         pending = sorted((r for r in rows.values() if r.answered and not r.stored), key=lambda r: r.position)
         carried: GatewayTurn | None = None  # the previous answer, appended by this call's own step
         for row in pending:  # answers still being stored
@@ -204,6 +210,52 @@ class Gateway:
 
             return Served(session_id=sid, answer={}, stream=streamed.events(until_stored=store))
         return await self._answer(table, sid, chains, request, upstream, offers_recall, model)
+
+    async def _continuing(self, table: GatewayTurns, sid: str, conversation: Conversation, chains: list[str],
+                          rows: dict[int, GatewayTurn]) -> Continued | None:
+        """The call's request as the plan made after the conversation's last answer continued,
+        when this process holds that plan and the call's new turns continue it (its own
+        background write of that answer is waited for: it makes the plan)."""
+        last = max((p for p, row in rows.items() if row.answered), default=-1)
+        claimed = sorted(p for p, row in rows.items() if p > last and not row.stored)
+        at = claimed[0] - 1 if claimed else -1  # the answer the call's new turns follow
+        if at < 0 or claimed != list(range(at + 1, len(chains))):
+            return None  # only turns this call claimed follow the answer
+        if conversation.turns[at].kind != "assistant" or any(
+                t.kind not in CONTINUING for t in conversation.turns[at + 1:]):
+            return None
+        answer = rows.get(at)  # not read: stored (``rows_from``)
+        if answer is not None and not answer.stored:  # its write waited for (or just ended): read again
+            await self.writes.wait((sid, at))
+            answer = await table.at(sid, at) or answer
+        # a continued call's turns are stored with its answer (its row holds them)
+        held = int(((answer.answer if answer is not None else None) or {}).get("turns") or 0)
+        if any(not row.stored for p, row in rows.items() if 0 < p < at - held):
+            return None  # an earlier answer is still being stored: the step path carries it
+        plan = self.plans.take(sid) if self.plans is not None else None
+        if plan is None or (answer is not None and not answer.stored) or plan.position != at or plan.chain != chains[at]:
+            return None
+        return continued(sid, plan, conversation.turns[at + 1:], chains[at + 1:], conversation.turns[at])
+
+    async def _continue(self, table: GatewayTurns, sid: str, chains: list[str], going_on: Continued,
+                        upstream: Upstream, stream: bool, model: str) -> Served:
+        """Serve a continued call: rendered from the plan and sent at once; its turns are stored
+        with its answer (the answer row holds them: whoever stores the row stores them too)."""
+        request = await request_out(self.be, sid, going_on.prepared, upstream.format, going_on.contents)  # type: ignore[arg-type]
+        offers_recall = PLACEHOLDER in _text_of(request)
+        self.timing.lap("render")
+        turns = {"turns": len(going_on.items), "continued": going_on.request.model_dump(mode="json"),
+                 "classes": [None if e.tool_class is None else e.tool_class.value for e in going_on.items],
+                 "items": [[ItemIn(kind=e.kind, text=e.text, tool_call_id=e.tool_call_id, tool_name=e.tool_name,
+                                   item_id=e.client_id).model_dump(mode="json"), {}] for e in going_on.items]}
+        if stream and not offers_recall and upstream.streams:
+            streamed = await self.timing.timed("upstream", upstream.open_stream(request))
+
+            async def store(answer: Answer) -> None:
+                await self._keep_answer(table, sid, chains, [answer], {}, model, turns)
+
+            return Served(session_id=sid, answer={}, stream=streamed.events(until_stored=store))
+        return await self._answer(table, sid, chains, request, upstream, offers_recall, model, turns)
 
     async def _session_of(self, table: GatewayTurns, chains: list[str],
                           header: str | None) -> tuple[str | None, int | None]:
@@ -273,8 +325,11 @@ class Gateway:
         first = len(chains) - len(turns)
         items: list[tuple[ItemIn, dict]] = []
         positions: list[int] = []  # each item's turn (an answer carried with recall rounds is several)
+        # a continued call's answer row holds that call's turns too, first (continuation.py)
+        held = set() if carried is None or carried.answer is None else set(range(
+            carried.position - int(carried.answer.get("turns") or 0), carried.position))
         for n, turn in enumerate(turns):
-            if skip and first + n in skip:
+            if (skip and first + n in skip) or first + n in held:
                 continue
             if carried is not None and first + n == carried.position:
                 carried_items = answer_items(carried)
@@ -299,6 +354,7 @@ class Gateway:
         batch = chains[first:]
         key = _turns_key("gw", batch)
         incoming = await external_items(self.be, sid, items, key)
+        self.timing.lap("items")
         digest = json_digest(batch)
         request = StepRequest(items=incoming.items, step_id=key, digest=digest, usage=usage, write_behind=True)
         result = await self.be.update(sid, "take the step", SessionWorkflow.step, request,
@@ -320,7 +376,7 @@ class Gateway:
                              update_id=update_id("append", key, digest))
 
     async def _answer(self, table: GatewayTurns, sid: str, chains: list[str], request: Any, upstream: Upstream,
-                      offers_recall: bool, model: str) -> Served:
+                      offers_recall: bool, model: str, turns: dict[str, Any] | None = None) -> Served:
         extra = [upstream.recall_tool()] if offers_recall else []
         rounds: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []  # as the upstream is sent them
         answers: list[Answer] = []
@@ -339,24 +395,30 @@ class Gateway:
             rounds.append(upstream.round_messages(answer, results))
             if answer.for_agent().tool_calls or len(rounds) >= MAX_RECALL_ROUNDS:
                 break  # the agent's own calls wait for it; or enough rounds: the answer as it is
-        kept = await self.timing.timed("keep", self._keep_answer(table, sid, chains, answers, recalled, model))
+        kept = await self.timing.timed("keep", self._keep_answer(table, sid, chains, answers, recalled, model, turns))
         return Served(session_id=sid, answer=kept)
 
     async def _keep_answer(self, table: GatewayTurns, sid: str, chains: list[str], answers: list[Answer],
-                           recalled: dict[str, str], model: str) -> dict[str, Any]:
-        """Put the answer beside the conversation (with the items it is stored as) and store
-        those in the background; the answer the agent gets (another attempt's, when a
-        concurrent one put its own there first)."""
-        answer_row = {**stored_answer(answers, model), "items": _answer_items(answers, recalled)}
+                           recalled: dict[str, str], model: str, turns: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Put the answer beside the conversation (with the items it is stored as: after
+        ``turns``' items, a continued call's own turns) and store those in the background; the
+        answer the agent gets (another attempt's, when a concurrent one put its own there first)."""
+        turns = turns or {}
+        answer_row = {**stored_answer(answers, model), **turns,
+                      "items": [*turns.get("items", []), *_answer_items(answers, recalled)]}
         chain = next_chain(chains[-1], answers[-1].for_agent())
         row = await table.put_answer(sid, self.tenant, len(chains), chain, answer_row)
         self._store_later(table, sid, row)
         return row.answer or answer_row
 
     def _store_later(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
+        """Store the answer row in the background: at once when the next call may continue the
+        plan its write makes (``continuation.py``), else a moment later (the next call may carry
+        it in its own step)."""
         if not row.stored:
-            self.writes.start((sid, row.position), lambda: store_answer_row(self.be, table, sid, row),
-                              delay=CARRY_SECONDS)
+            plans = self.plans
+            self.writes.start((sid, row.position), lambda: store_answer_row(self.be, table, sid, row, plans),
+                              delay=0.0 if plans is not None else CARRY_SECONDS)
 
     async def _answer_stored(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> GatewayTurn:
         """``row`` (an answer row) once its items are in the session: this process's write waited
