@@ -301,16 +301,24 @@ class LostAfter(AnswerWrites):
 
 
 class LateAfter(AnswerWrites):
-    """The first ``kept`` background writes run at once; later ones wait (``delay``) unless
-    the next call takes them first."""
+    """The first ``kept`` background writes run as usual; later ones wait ``delay`` before they
+    begin (the next call may take them), or, ``slow``, begin at once and take that long."""
 
-    def __init__(self, kept: int, delay: float = 30.0) -> None:
+    def __init__(self, kept: int, delay: float = 30.0, slow: bool = False) -> None:
         super().__init__()
-        self.kept, self.delay = kept, delay
+        self.kept, self.delay, self.slow = kept, delay, slow
 
     def start(self, key, write, delay: float = 0.0) -> None:
         self.kept -= 1
-        super().start(key, write, delay if self.kept >= 0 else self.delay)
+        if self.kept >= 0:
+            super().start(key, write, delay)
+        elif self.slow:
+            async def slow_write() -> None:
+                await asyncio.sleep(self.delay)
+                await write()
+            super().start(key, slow_write, 0.0)
+        else:
+            super().start(key, write, self.delay)
 
 
 def _continued_conversation(base: str, name: str, upstream: ScriptedUpstream,
@@ -325,6 +333,7 @@ def _continued_conversation(base: str, name: str, upstream: ScriptedUpstream,
     sid = first.headers["x-lanes-session"]
     messages += [first.json()["choices"][0]["message"],
                  {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"}]
+    time.sleep(0.3)  # the agent runs its tool: the answer's write ends meanwhile
     second = _chat(base, name, messages)
     assert "step" not in parse_header(second.headers["server-timing"])  # continued
     messages += [second.json()["choices"][0]["message"], *(between or []), {"role": "user", "content": "Thanks."}]
@@ -354,9 +363,9 @@ def test_a_continued_calls_answer_carried_by_the_next_call_stores_its_turns_once
 
 def test_the_next_call_waits_for_a_continued_answers_late_write_and_continues(server: LanesServer,
                                                                            upstream: ScriptedUpstream):
-    """The continued call's answer row is not written yet when the user's next message comes:
-    that call starts the write, waits for it (it makes the plan), and continues the plan."""
-    server.app.state.answer_writes = LateAfter(1)
+    """The continued call's answer row is still being written when the user's next message
+    comes: that call waits for the write (it makes the plan), and continues the plan."""
+    server.app.state.answer_writes = LateAfter(1, delay=1.0, slow=True)
     sid, messages, continued = _continued_conversation(server.base_url, name := model(), upstream)
     assert continued
     assert [(i["kind"], i["text"]) for i in stored(server.base_url, sid)] == [*_as_stored(messages), (

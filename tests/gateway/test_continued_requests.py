@@ -15,6 +15,7 @@ through an API process with the fast path (the ``gateway`` fixture), once throug
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ RECORDINGS = {  # a tool-calling agent with parallel calls; a text-protocol one 
 # The tool-calling agent's answers are short: the same requests, byte for byte.
 IDENTICAL = {"claude-code": True, "mini-swe-agent": False}
 TURNS = 40
+AGENT_SECONDS = 0.1  # the agent's own time after each answer (a call at once carries the answer instead)
 BUDGET = 5_000
 TOOLS: list[Any] = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
                     for name in ("Bash", "Read", "Edit", "Write", "Glob", "Grep", "TodoWrite", "Task", "LS")]
@@ -82,6 +84,7 @@ def _play(base: str, model: str, system: str | None, task: str, turns: list[Any]
         messages += [{"role": "tool", "tool_call_id": call_id, "content": "(no output recorded)"}
                      for call_id in ids[len(turn.results):]]
         messages += [{"role": "user", "content": text} for text in turn.user_after]
+        time.sleep(AGENT_SECONDS)  # the agent's tools run: the answer's write ends meanwhile
     assert len(sessions) == 1
     return sessions.pop(), timings
 

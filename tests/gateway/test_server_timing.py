@@ -4,6 +4,7 @@ upstream's share told apart from Lanes' own, and none of a phase it skipped."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -15,6 +16,7 @@ from worker.api.gateway.timing import CallTiming, parse_header
 
 pytestmark = pytest.mark.timeout(180)
 UPSTREAM_SECONDS = 0.3  # how long the scripted upstream holds its answer
+AGENT_SECONDS = 0.3  # the agent running its tool between two calls
 
 
 def _held(**answer: Any) -> Scripted:
@@ -49,6 +51,7 @@ def test_the_answer_tells_the_upstreams_time_from_lanes_own(gateway: str, upstre
 
     messages += [first.parse().choices[0].message.model_dump(exclude_none=True),
                  {"role": "tool", "tool_call_id": "call_1", "content": "print('a')"}]
+    time.sleep(AGENT_SECONDS)  # the agent runs its tool: the answer's write ends meanwhile
     second = client.chat.completions.with_raw_response.create(model=name, messages=messages, tools=TOOLS)
     assert session_of(second) == session_of(first)
     continued = _timing(second)

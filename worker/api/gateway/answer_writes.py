@@ -67,6 +67,11 @@ class AnswerWrites:
             if self._writes.get(key) is entry:
                 del self._writes[key]
 
+    def waiting(self, key: Key) -> bool:
+        """Whether this process holds a write of ``key`` that has not begun (``take`` would hand it over)."""
+        entry = self._writes.get(key)
+        return entry is not None and not entry.begun
+
     def take(self, key: Key) -> bool:
         """The write of ``key`` handed to the caller, who stores the answer itself, when it has
         not begun (True); False when there is none or it has begun (``wait`` for it then)."""

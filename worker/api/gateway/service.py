@@ -61,6 +61,11 @@ PLACEHOLDER = "observation://"
 # appends the answer with its own turns (one workflow update for both; agents whose tools are
 # quick, as coding agents' file reads are, call again within it)
 CARRY_SECONDS = 1.0
+# How long an answer's background write waits when the next call may continue the plan it makes:
+# a call that comes within it (an agent calling again at once) carries the answer in its own
+# step, as before continued requests, instead of waiting for the write; one that comes after the
+# write has ended (an agent whose tools took a moment) continues the plan with no update first
+CONTINUE_CARRY_SECONDS = 0.03
 # A call whose turns a copy of it stored first is served again (see Gateway.serve)
 RACE_ATTEMPTS, RACE_PAUSE = 4, 0.05
 
@@ -225,6 +230,8 @@ class Gateway:
                 t.kind not in CONTINUING for t in conversation.turns[at + 1:]):
             return None
         answer = rows.get(at)  # not read: stored (``rows_from``)
+        if answer is not None and not answer.stored and self.writes.waiting((sid, at)):
+            return None  # the call came before the answer's write began: its step carries the answer
         if answer is not None and not answer.stored:  # its write waited for (or just ended): read again
             await self.writes.wait((sid, at))
             answer = await table.at(sid, at) or answer
@@ -412,13 +419,13 @@ class Gateway:
         return row.answer or answer_row
 
     def _store_later(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> None:
-        """Store the answer row in the background: at once when the next call may continue the
-        plan its write makes (``continuation.py``), else a moment later (the next call may carry
-        it in its own step)."""
+        """Store the answer row in the background, a moment later (a next call that comes
+        within it carries the answer in its own step); the moment is short when the next call
+        may continue the plan the write makes (``continuation.py``)."""
         if not row.stored:
             plans = self.plans
             self.writes.start((sid, row.position), lambda: store_answer_row(self.be, table, sid, row, plans),
-                              delay=0.0 if plans is not None else CARRY_SECONDS)
+                              delay=CONTINUE_CARRY_SECONDS if plans is not None else CARRY_SECONDS)
 
     async def _answer_stored(self, table: GatewayTurns, sid: str, row: GatewayTurn) -> GatewayTurn:
         """``row`` (an answer row) once its items are in the session: this process's write waited
