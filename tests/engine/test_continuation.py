@@ -99,6 +99,7 @@ def test_a_continued_request_is_the_one_the_session_plans(session):
     budget, llm, script = session
     driver = Continuing(budget, llm)
     driver.run(script)
+    assert driver.continued + driver.declined == sum(step[0] in ("calls", "says") for step in script)
 
 
 def test_small_outputs_continue_and_large_or_late_ones_do_not():

@@ -7,7 +7,7 @@ compaction); ``ids`` derives every id and size threshold.
 
 from __future__ import annotations
 
-from workflows.context import engine, ids
+from workflows.context import continuation, engine, ids
 from workflows.context.budget import scan_capability_tokens, scan_working_set_tokens
 from workflows.context.checkpoint import CALL_CHARS, NAMES_HEADER
 from workflows.context.classify import classify_tool, git_subcommand
@@ -23,6 +23,7 @@ from workflows.context.config import (
     cost_profile,
 )
 from workflows.context.content import ItemContent, ToolCall
+from workflows.context.continuation import ContinuationFacts
 from workflows.context.errors import EngineError, IncompleteCoverageError
 from workflows.context.formats.anthropic_request import anthropic_tools
 from workflows.context.formats.request_formats import FormattedRequest, RequestFormat, format_request
@@ -72,6 +73,7 @@ from workflows.context.usage import (
 )
 
 __all__ = [
+    "ContinuationFacts", "continuation",
     "ApplyResult", "anthropic_tools", "responses_tools", "CallUsage", "CompactionPlan", "ContextReport",
     "CALL_CHARS", "CHECKPOINT_PROFILE", "ENTRY_CHARS", "EngineConfig",
     "EngineError", "Entries", "FALLBACK_PROFILE", "FormatError", "FormattedRequest", "GENERATED_KINDS",

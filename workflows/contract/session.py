@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from workflows.context import (
     INLINE_TEXT_LIMIT,
     MAX_SUBMIT_CHARS,
+    ContinuationFacts,
     GeneratedRole,
     Item,
     ModelPrice,
@@ -23,7 +24,6 @@ from workflows.context import (
     ToolClass,
     UsageTotals,
 )
-from workflows.context.continuation import ContinuationFacts
 from workflows.contract.events import EventSpec
 from workflows.contract.tools import TOOL_SPECS, offered_tools, unknown_tools
 

@@ -21,8 +21,7 @@ from dataclasses import dataclass
 
 from activities.items import as_stored, measure_external
 from worker.api.gateway.conversation import Call, Turn, item_in
-from workflows.context import ItemContent, Projection, ToolClass, classify_tool
-from workflows.context.continuation import continues, entries_digest
+from workflows.context import ItemContent, Projection, ToolClass, classify_tool, continuation
 from workflows.contract.events import EventSpec
 from workflows.contract.items import IngestItemsInput
 from workflows.contract.lane_events import request_event
@@ -92,7 +91,7 @@ def continued(session_id: str, plan: Continuation, turns: list[Turn], chains: li
                            recall=plan.prepared.recall, preview_lines=facts.preview_lines)
     measured, _ = measure_external(inp, [t.text for t in turns], [{} for _ in turns])
     stored = [as_stored(item, content) for item, content in measured]
-    if not continues(facts, [item for item, _ in stored], plan.prepared.preview_chars):
+    if not continuation.continues(facts, [item for item, _ in stored], plan.prepared.preview_chars):
         return None
     added = sum(item.cost(Projection.FULL) for item, _ in stored)
     entries = [*plan.prepared.entries, *[(item.id, Projection.FULL) for item, _ in stored]]
@@ -100,7 +99,7 @@ def continued(session_id: str, plan: Continuation, turns: list[Turn], chains: li
         "entries": entries, "total_tokens": plan.prepared.total_tokens + added,
         "unstored_items": [*plan.prepared.unstored_items, *[item for item, _ in stored]],
         "request_event": _request_event(plan.prepared, facts.lane, seqs[-1] + 1, added), "continuation": None})
-    digest = entries_digest(entries)
+    digest = continuation.entries_digest(entries)
     return Continued(prepared=prepared, contents={**plan.contents, **{item.id: c for item, c in stored}},
                      items=items, request=ContinuedRequest(generation=facts.generation, items=len(items),
                                                            digest=digest, tokens=facts.request_tokens + added))
