@@ -498,8 +498,9 @@ budget, and the same calls straight to the upstream. Input tokens are counted al
   own {ms.get('agent_ms', 0):g} ms after each answer (its tools running; not counted): p50
   {ms['gateway_p50']} ms through the gateway vs {ms['direct_p50']} ms direct (p99 {ms['gateway_p99']}
   vs {ms['direct_p99']}), so {ms['added_p50']} ms added per call at p50, over {ms['calls']} calls.
-  Back to back (each call sent the moment the last answered: it waits for that answer's write,
-  which makes the plan it continues): {b2b['gateway_p50']} ms through the gateway at p50 (p99 {b2b['gateway_p99']}), against
+  Back to back (each call sent the moment the last answered: before that answer's write has
+  begun, so the call carries the answer in its own step and does not continue a plan):
+  {b2b['gateway_p50']} ms through the gateway at p50 (p99 {b2b['gateway_p99']}), against
   {b2b['direct_p50']} ms direct back to back and {ms['direct_p50']} ms direct with a pause: the same upstream's calls
   take longer back to back, for a reason this bench has not pinned down, so the back-to-back "added"
   ({b2b['added_p50']} ms) understates, and {round(b2b['gateway_p50'] - ms['direct_p50'], 2)} ms is the fairer figure. The goal was
