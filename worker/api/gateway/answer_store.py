@@ -34,11 +34,13 @@ from workflows.session import SessionWorkflow
 log = logging.getLogger("lanes.gateway")
 
 ENDED = ("session_ended", "session_closed")  # a session that takes no more calls
-SWEEP_BATCH = 100
+SWEEP_BATCH = 100  # rows one sweep takes at most (the next sweep takes the rest)
+# Attempts at a write that a copy of its call, or another call's write still landing, refused
+# (Gateway.serve, store_answer_row), with a growing pause between them
+RACE_ATTEMPTS, RACE_PAUSE = 4, 0.05
 # Refusals of an answer's write that another call's write still landing explains (its items are
-# in the session, not yet in the store): sent again after a pause, as Gateway.serve does
+# in the session, not yet in the store)
 RACED = frozenset({"item_id_conflict", "unpaired_tool_call"})
-RACE_ATTEMPTS, RACE_PAUSE = 4, 0.05  # rows one sweep takes at most (the next sweep takes the rest)
 
 
 def answer_items(row: GatewayTurn) -> list[tuple[ItemIn, dict]]:

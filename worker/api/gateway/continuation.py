@@ -3,8 +3,8 @@
 A gateway call's own background write stores its answer with a step, whose result is the
 session's next plan and the facts that say when new turns continue it
 (``workflows/context/continuation.py``). This process keeps that plan. The conversation's
-next call, when its new turns are tool outputs that continue it (each enters whole, no
-compaction or layout change comes due, the request still fits), is rendered from the plan and
+next call, when its new turns are tool outputs or user messages that continue it (each enters
+whole, no compaction or layout change comes due, the request still fits), is rendered from the plan and
 sent at once, with no workflow update before the upstream call; its turns are stored with its
 answer, in the step that checks that the session would have planned exactly that request (a
 miss is logged as ``context.continuation.missed``: the request sent fit the budget, but the
@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from activities.items import as_stored, measure_external
+from lanes_client.schemas import ItemIn
 from worker.api.gateway.conversation import Call, Turn, item_in
 from workflows.context import ItemContent, Projection, ToolClass, classify_tool, continuation
 from workflows.contract.events import EventSpec
@@ -48,7 +49,8 @@ class Continued:
 
     prepared: PreparedRequest
     contents: dict[str, ItemContent]
-    items: list[ExternalItem]  # the call's turns, as its step appends them
+    turns: list[ItemIn]  # the call's turns, as its answer row holds them
+    items: list[ExternalItem]  # ... and as its step appends them
     request: ContinuedRequest
 
 
@@ -77,14 +79,11 @@ def continued(session_id: str, plan: Continuation, turns: list[Turn], chains: li
     """The request for ``turns`` (the call's new turns after the answer ``answered``, their
     chain digests ``chains``) as ``plan`` continued, or None when they do not continue it."""
     facts = plan.prepared.continuation
-    if facts is None or not turns:
+    if facts is None or not may_continue(turns):
         return None
-    if any(t.kind not in CONTINUING or (t.kind == "tool_result" and not t.tool_call_id) or t.extras
-           or not travels_inline(t.kind, t.text) for t in turns):
-        return None  # the facts decide the rest (a user message continues only where it joins the task)
     calls = {c.id: c for c in answered.tool_calls}
-    items = [_external(turn, chain, calls) for turn, chain in zip(turns, chains, strict=True)]
-    seqs = range(facts.next_seq, facts.next_seq + len(items))
+    ins = [item_in(turn, chain) for turn, chain in zip(turns, chains, strict=True)]
+    items = [_external(item, turn, calls) for item, turn in zip(ins, turns, strict=True)]
     inp = IngestItemsInput(session_id=session_id, lane=facts.lane, model=facts.model,
                            preview_chars=plan.prepared.preview_chars, task_id=facts.task_id,
                            first_seq=facts.next_seq, items=items, bound_above_tokens=facts.bound_above_tokens,
@@ -98,11 +97,21 @@ def continued(session_id: str, plan: Continuation, turns: list[Turn], chains: li
     prepared = plan.prepared.model_copy(update={
         "entries": entries, "total_tokens": plan.prepared.total_tokens + added,
         "unstored_items": [*plan.prepared.unstored_items, *[item for item, _ in stored]],
-        "request_event": _request_event(plan.prepared, facts.lane, seqs[-1] + 1, added), "continuation": None})
+        "request_event": _request_event(plan.prepared, facts.lane, facts.next_seq + len(items), added),
+        "continuation": None})
     digest = continuation.entries_digest(entries)
     return Continued(prepared=prepared, contents={**plan.contents, **{item.id: c for item, c in stored}},
-                     items=items, request=ContinuedRequest(generation=facts.generation, items=len(items),
+                     turns=ins, items=items, request=ContinuedRequest(generation=facts.generation, items=len(items),
                                                            digest=digest, tokens=facts.request_tokens + added))
+
+
+def may_continue(turns: list[Turn]) -> bool:
+    """Whether ``turns`` are of the kinds that may continue a plan: tool outputs answering a
+    call, or user messages, plain and small enough to travel in the step (the plan's facts
+    decide the rest: a user message continues only where it joins the task)."""
+    return bool(turns) and all(
+        t.kind in CONTINUING and (t.kind != "tool_result" or t.tool_call_id) and not t.extras
+        and travels_inline(t.kind, t.text) for t in turns)
 
 
 def tool_class_of(turn: Turn, calls: dict[str, Call]) -> ToolClass | None:
@@ -111,8 +120,7 @@ def tool_class_of(turn: Turn, calls: dict[str, Call]) -> ToolClass | None:
     return None if call is None else classify_tool(turn.tool_name or call.name, call.arguments)
 
 
-def _external(turn: Turn, chain: str, calls: dict[str, Call]) -> ExternalItem:
-    item = item_in(turn, chain)
+def _external(item: ItemIn, turn: Turn, calls: dict[str, Call]) -> ExternalItem:
     return ExternalItem(kind=item.kind, text=item.text, tool_call_id=item.tool_call_id, tool_name=item.tool_name,
                         client_id=item.item_id, tool_class=tool_class_of(turn, calls))
 

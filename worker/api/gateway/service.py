@@ -33,9 +33,16 @@ from worker.api.backend import Backend
 from worker.api.errors import ApiError
 from worker.api.external_routes import external_items, request_out, update_id
 from worker.api.gateway.answer import Answer, stored_answer
-from worker.api.gateway.answer_store import ENDED, answer_items, answer_usage, store_answer_row
+from worker.api.gateway.answer_store import (
+    ENDED,
+    RACE_ATTEMPTS,
+    RACE_PAUSE,
+    answer_items,
+    answer_usage,
+    store_answer_row,
+)
 from worker.api.gateway.answer_writes import AnswerWrites
-from worker.api.gateway.continuation import CONTINUING, Continuations, Continued, continued
+from worker.api.gateway.continuation import Continuations, Continued, continued, may_continue
 from worker.api.gateway.conversation import Conversation, GatewayInputError, Turn, item_in, next_chain
 from worker.api.gateway.timing import CallTiming
 from worker.api.routes import open_session
@@ -66,8 +73,6 @@ CARRY_SECONDS = 1.0
 # step, as before continued requests, instead of waiting for the write; one that comes after the
 # write has ended (an agent whose tools took a moment) continues the plan with no update first
 CONTINUE_CARRY_SECONDS = 0.03
-# A call whose turns a copy of it stored first is served again (see Gateway.serve)
-RACE_ATTEMPTS, RACE_PAUSE = 4, 0.05
 
 
 class Upstream(Protocol):
@@ -226,9 +231,8 @@ class Gateway:
         at = claimed[0] - 1 if claimed else -1  # the answer the call's new turns follow
         if at < 0 or claimed != list(range(at + 1, len(chains))):
             return None  # only turns this call claimed follow the answer
-        if conversation.turns[at].kind != "assistant" or any(
-                t.kind not in CONTINUING for t in conversation.turns[at + 1:]):
-            return None
+        if conversation.turns[at].kind != "assistant" or not may_continue(conversation.turns[at + 1:]):
+            return None  # before waiting for the answer's write: no plan would serve these turns
         answer = rows.get(at)  # not read: stored (``rows_from``)
         if answer is not None and not answer.stored and self.writes.waiting((sid, at)):
             return None  # the call came before the answer's write began: its step carries the answer
@@ -253,8 +257,7 @@ class Gateway:
         self.timing.lap("render")
         turns = {"turns": len(going_on.items), "continued": going_on.request.model_dump(mode="json"),
                  "classes": [None if e.tool_class is None else e.tool_class.value for e in going_on.items],
-                 "items": [[ItemIn(kind=e.kind, text=e.text, tool_call_id=e.tool_call_id, tool_name=e.tool_name,
-                                   item_id=e.client_id).model_dump(mode="json"), {}] for e in going_on.items]}
+                 "items": [[item.model_dump(mode="json"), {}] for item in going_on.turns]}
         if stream and not offers_recall and upstream.streams:
             streamed = await self.timing.timed("upstream", upstream.open_stream(request))
 
