@@ -15,6 +15,8 @@ Workflow code only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -22,7 +24,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows import task_events as task_log
     from workflows.context import CallUsage, Item, continuation, cost_units, engine
     from workflows.contract.external_calls import external_progress
-    from workflows.contract.session import ExternalItem, PreparedRequest, ReportedUsage, SessionConfig, TaskStatus
+    from workflows.contract.lane_events import CONTINUATION_MISSED
+    from workflows.contract.session import (
+        ContinuedRequest,
+        ExternalItem,
+        PreparedRequest,
+        ReportedUsage,
+        SessionConfig,
+        TaskStatus,
+    )
     from workflows.lane import Lane
     from workflows.usage import record_usage
 
@@ -30,6 +40,28 @@ EXTERNAL_TASK_EVENTS_PATCH = "external-task-events"
 # Since: a write-behind step's items, and those its planning generates, are stored while the
 # API renders the request from the step's result (workflows/later_writes.py).
 STEP_WRITES_LATER_PATCH = "step-writes-later"
+
+
+@dataclass
+class ContinuedCheck:
+    """A step's ``StepRequest.continued``: whether the session would have planned the request its
+    caller sent, decided once the step's first ``request.items`` items are in the lane."""
+
+    request: ContinuedRequest
+    generation: int  # the lane's when the step began
+    held: bool = False
+
+    def after(self, added: int, state: engine.ContextState) -> None:
+        """Called as the step's items are added (``added`` so far)."""
+        if added == self.request.items:
+            self.held = (self.generation == self.request.generation
+                         and continuation.plan_was(state, self.request.digest))
+
+    async def log_miss(self, lane: Lane) -> None:
+        if not self.held:  # rare: its own activity (the items' has run)
+            await lane.log_event(CONTINUATION_MISSED, {
+                "items": self.request.items, "generation": self.request.generation,
+                "generation_then": self.generation, "digest": self.request.digest})
 
 
 class ExternalTasks:

@@ -12,8 +12,6 @@ decides every id, and asks activities to do all I/O. Two ways to drive it:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -22,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import capability_admission, exhaustive, patches, pinned_notes
     from workflows import task_events as task_log
     from workflows.agent_loop import AgentLoop
-    from workflows.context import Item, Kind, UsageTotals, continuation, engine, ids
+    from workflows.context import Item, Kind, UsageTotals, engine, ids
     from workflows.contract import rejections
     from workflows.contract.checkpoint import (
         KEPT_TASK_STATUSES,
@@ -33,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         SessionCheckpoint,
     )
     from workflows.contract.external_calls import RecentCalls, check_items, items_digest
-    from workflows.contract.lane_events import CONTINUATION_MISSED, EPISODE_BEGUN, EPISODE_ENDED
+    from workflows.contract.lane_events import EPISODE_BEGUN, EPISODE_ENDED
     from workflows.contract.lanes import HandoffRef
     from workflows.contract.session import (
         AppendItemsRequest,
@@ -64,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         session_tools,
         submit_text_problem,
     )
-    from workflows.external_tasks import STEP_WRITES_LATER_PATCH, ExternalTasks
+    from workflows.external_tasks import STEP_WRITES_LATER_PATCH, ContinuedCheck, ExternalTasks
     from workflows.lane import EPISODE_EVENTS_PATCH, Lane, LoopSettings, patched_engine_options
     from workflows.recovery import recover
     from workflows.session_start import start_lane
@@ -240,31 +238,22 @@ class SessionWorkflow:
         async with lane.lock:
             digest = (request.digest or items_digest(request.items)) if request.step_id else ""
             done = self.recent_calls.repeated(request.step_id, digest)
-            held: bool | None = None
+            check: ContinuedCheck | None = None
             if done is None:
-                continued = (request.continued if request.continued is not None
-                             and patches.patched(CONTINUED_STEP_PATCH) else None)
-                generation = lane.state.generation
-                if continued is not None:  # the usage below is the sent request's: our count of it
-                    self.external.prepared_tokens = continued.tokens
+                if request.continued is not None and patches.patched(CONTINUED_STEP_PATCH):
+                    check = ContinuedCheck(request.continued, lane.state.generation)
+                    self.external.prepared_tokens = request.continued.tokens  # the usage below is its
                 if request.usage is not None:  # before the items: its event goes with their activity
                     await self.external.record_reported_usage(lane, request.usage, defer=bool(request.items))
                 # runs recorded before the patch stored a step's items with a local activity, whose
                 # rows outlive a lost workflow task (and its seqs went to other content)
                 local = not patches.patched(STEP_ITEMS_ACTIVITY_PATCH)
-                checked: list[bool] = []
-                check = None if continued is None else (continued.items, lambda: checked.append(
-                    generation == continued.generation and continuation.plan_was(lane.state, continued.digest)))
                 item_ids = ([i.id for i in await self._append(lane, request.items, local=local, later=later,
                                                               check=check)]
                             if request.items else [])
                 self.recent_calls.record(request.step_id, digest, item_ids)
-                if continued is not None:
-                    held = bool(checked) and checked[0]
-                    if not held:  # rare: its own activity (the items' has run)
-                        await lane.log_event(CONTINUATION_MISSED, {
-                            "items": continued.items, "generation": continued.generation,
-                            "generation_then": generation, "digest": continued.digest})
+                if check is not None:
+                    await check.log_miss(lane)
             stored = item_ids if done is None else done.item_ids
             try:
                 prepared = await self.external.prepare(lane, self.config, self._tools(), later)
@@ -273,7 +262,7 @@ class SessionWorkflow:
                     raise
                 raise rejections.unfit_after_store(error, stored) from None
         return StepResult(item_ids=stored, request=prepared, repeated=done is not None, call_id=request.call_id,
-                          continued_held=held)
+                          continued_held=None if check is None else check.held)
 
     @step.validator
     def validate_step(self, request: StepRequest) -> None:
@@ -291,7 +280,7 @@ class SessionWorkflow:
         check_items(None if self.lane is None else self.lane.state, items)
 
     async def _append(self, lane: Lane, items: list[ExternalItem], local: bool = False,
-                      later: bool = False, check: tuple[int, Callable[[], None]] | None = None) -> list[Item]:
+                      later: bool = False, check: ContinuedCheck | None = None) -> list[Item]:
         """Store the items and add them to the lane (callers hold the lock). Each user message
         begins a task, ending the previous one (or only the first does, when the conversation is
         the task: ``SessionConfig.tasks``). ``local``: stored by a local activity (steps
@@ -322,12 +311,10 @@ class SessionWorkflow:
             for task_id in task_ids:
                 self.external.switch(lane, task_id)
             added = []
-            for n, item in enumerate(stored):
-                if check is not None and n == check[0]:
-                    check[1]()
+            for item in stored:
                 added.append(engine.add_item(lane.state, item))
-            if check is not None and check[0] >= len(stored):
-                check[1]()
+                if check is not None:
+                    check.after(len(added), lane.state)
             self.turns += self.external.progress(items, added)
             return added
 

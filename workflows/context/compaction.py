@@ -29,6 +29,14 @@ def needs_compaction(state: ContextState) -> bool:
     return tokens > state.config.compact_at(limit)
 
 
+def compaction_room(state: ContextState) -> int:
+    """Working-set tokens that may be added before ``needs_compaction`` says yes (with LLM
+    condensation one token short of the trigger when it falls between two tokens)."""
+    limit, config = budget(state), state.config
+    threshold = int(config.trigger_ratio * limit) - 1 if config.llm_condensation else config.compact_at(limit)
+    return threshold - working_set_tokens(state)
+
+
 def over_target(state: ContextState) -> bool:
     """The working set is above the target a compaction aims for (EngineConfig.compaction_target)."""
     return working_set_tokens(state) > state.config.compaction_target(budget(state))

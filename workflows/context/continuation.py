@@ -17,8 +17,8 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel
 
 from .assembly import plan_assembly
-from .budget import budget, working_set_cost, working_set_tokens
-from .compaction import needs_compaction
+from .budget import budget, working_set_cost
+from .compaction import compaction_room, needs_compaction
 from .items import Item, Kind, Projection, is_tool_output
 from .ledger import ContextState
 from .request_plan import RequestPlan, plan_fitting
@@ -54,12 +54,10 @@ def facts_of(state: ContextState, plan: RequestPlan, *, next_seq: int, request_t
     or step-scoped capability context (it leaves with the step)."""
     if plan.ladder != Projection.FULL or plan.step_entries:
         return None
-    limit, config = budget(state), state.config
-    threshold = (int(config.trigger_ratio * limit) - 1 if config.llm_condensation  # due at >= the trigger
-                 else config.compact_at(limit))  # due above it
+    config = state.config
     return ContinuationFacts(generation=state.generation, next_seq=next_seq, task_id=state.current_task,
                              full_chars=config.effective_preview_chars, max_item_tokens=config.max_item_tokens,
-                             room_tokens=threshold - working_set_tokens(state), fit_tokens=limit - plan.total_tokens,
+                             room_tokens=compaction_room(state), fit_tokens=budget(state) - plan.total_tokens,
                              request_tokens=request_tokens, lane=lane, model=model,
                              bound_above_tokens=bound_above_tokens, preview_lines=preview_lines,
                              users_continue=users_continue)
