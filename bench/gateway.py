@@ -53,6 +53,7 @@ from activities.tokens import count_message_tokens
 from recordings import DEFAULT_TRAJECTORY_ROOT, Trajectory, iter_trajectories
 from worker.api.gateway.timing import parse_header
 from worker.local.stack import Stack, free_port
+from workflows.contract.lane_events import CONTINUATION_MISSED
 
 TOKEN, TENANT = "bench-gateway-token-0123456789", "bench"
 COUNT_MODEL = "gpt-4o-mini"  # one tokenizer for both sides
@@ -319,7 +320,7 @@ async def continuations_missed(stack: Stack) -> int:
 
     connection = await asyncpg.connect(stack.dsn)
     try:
-        return int(await connection.fetchval("SELECT count(*) FROM events WHERE kind = 'context.continuation.missed'"))
+        return int(await connection.fetchval("SELECT count(*) FROM events WHERE kind = $1", CONTINUATION_MISSED))
     finally:
         await connection.close()
 
