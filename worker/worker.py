@@ -31,7 +31,7 @@ from activities.runtime import ActivityGroup, ActivitySettings, StoreSource, sto
 from activities.sessions import SessionActivities
 from activities.tools import ToolActivities
 from activities.workspace import sandbox_status
-from worker import tracing
+from worker import payload_visits, tracing
 from worker.payload_codec import DATA_CONVERTER
 from worker.settings import Settings, get_settings
 from worker.workflow_runner import workflow_runner
@@ -123,6 +123,7 @@ def concurrency(settings: Settings) -> dict[str, int]:
 
 
 def build_worker(client: Client, settings: Settings, **options: Any) -> LanesWorker:
+    payload_visits.install()  # no walk over an activation's payloads that cannot change one
     stores = store_source(settings)
     return LanesWorker(
         client,
