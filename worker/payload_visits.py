@@ -36,37 +36,35 @@ try:  # private to the SDK: checked by install(), which leaves the SDK's walks w
         _REFERENCE_MESSAGE_TYPE,
         StorageOperationMetrics,
     )
+
+    # bytes an activation holds when a walk could change it: the codec's and external storage's
+    MARKERS = (ENCODING, _REFERENCE_ENCODING, _REFERENCE_MARKER_KEY.encode(), _REFERENCE_MESSAGE_TYPE)
 except ImportError:  # pragma: no cover - another SDK layout
     StorageOperationMetrics = None  # type: ignore[assignment,misc]
 
 SDK_DECODE = bridge_worker.decode_activation
 SDK_ENCODE = bridge_worker.encode_completion
-PARAMETERS = {
-    "decode_activation": ["activation", "data_converter", "decode_headers", "storage_concurrency_limit"],
-    "encode_completion": ["completion", "data_converter", "encode_headers", "storage_concurrency_limit"],
-}
+DECODE_PARAMETERS = ["activation", "data_converter", "decode_headers", "storage_concurrency_limit"]
+ENCODE_PARAMETERS = ["completion", "data_converter", "encode_headers", "storage_concurrency_limit"]
 
 
 def fits_this_sdk() -> bool:
-    """Whether the SDK's walks are called as this module's replacements expect."""
+    """Whether the SDK's walks (as imported, before ``install``) are called as this module's
+    replacements expect."""
     return StorageOperationMetrics is not None and all(
-        list(inspect.signature(getattr(bridge_worker, name)).parameters) == parameters
-        for name, parameters in PARAMETERS.items())
+        list(inspect.signature(walk).parameters) == parameters
+        for walk, parameters in ((SDK_DECODE, DECODE_PARAMETERS), (SDK_ENCODE, ENCODE_PARAMETERS)))
 
 
 def _only_lanes_codec(data_converter: DataConverter) -> bool:
     return data_converter.external_storage is None and isinstance(data_converter.payload_codec, CompressionCodec)
 
 
-def _markers() -> tuple[bytes, ...]:
-    return (ENCODING, _REFERENCE_ENCODING, _REFERENCE_MARKER_KEY.encode(), _REFERENCE_MESSAGE_TYPE)
-
-
 async def decode_activation(activation: Any, data_converter: DataConverter, decode_headers: bool,
                             storage_concurrency_limit: int) -> Any:
     if _only_lanes_codec(data_converter):
         data = activation.SerializeToString()
-        if not any(marker in data for marker in _markers()):
+        if not any(marker in data for marker in MARKERS):
             return StorageOperationMetrics()
     return await SDK_DECODE(activation, data_converter, decode_headers, storage_concurrency_limit)
 
